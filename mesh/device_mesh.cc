@@ -1,0 +1,336 @@
+// Copyright 2026 The dtensor Authors.
+#include "mesh/device_mesh.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+
+namespace dtensor {
+namespace {
+
+using Partition = std::vector<std::vector<int64_t>>;
+
+int64_t product(const std::vector<int64_t>& values) {
+  return std::accumulate(values.begin(), values.end(), int64_t{1}, std::multiplies<>());
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * shape[d + 1];
+  }
+  return strides;
+}
+
+std::vector<std::string> default_names(size_t ndim) {
+  std::vector<std::string> names;
+  for (size_t d = 0; d < ndim; ++d) names.push_back("dim" + std::to_string(d));
+  return names;
+}
+
+void check_names(const std::vector<std::string>& names, size_t ndim) {
+  DTENSOR_CHECK(names.size() == ndim, "DeviceMesh: dim_names: expected one name per mesh dim (",
+                ndim, "), found ", names.size(), " [", absl::StrJoin(names, ", "), "]");
+  absl::flat_hash_set<std::string_view> seen;
+  for (const std::string& name : names) {
+    DTENSOR_CHECK(!name.empty(), "DeviceMesh: dim_names: expected non-empty names, found \"\"");
+    DTENSOR_CHECK(seen.insert(name).second, "DeviceMesh: dim_names: expected distinct names, found \"",
+                  name, "\" twice in [", absl::StrJoin(names, ", "), "]");
+  }
+}
+
+}  // namespace
+
+// Shared by every mesh derived from one root: the world and the communicators
+// already created, keyed by the full set of groups so that all ranks, making
+// the same calls, agree on whether a creation (a collective) is needed.
+class DeviceMesh::Context {
+ public:
+  explicit Context(std::shared_ptr<Communicator> world) : world_(std::move(world)) {}
+
+  const std::shared_ptr<Communicator>& world() const { return world_; }
+
+  // Collective over the world on a cache miss.
+  std::shared_ptr<Communicator> communicator_for(Partition partition) {
+    std::sort(partition.begin(), partition.end());
+    auto it = cache_.find(partition);
+    if (it != cache_.end()) return it->second;
+    std::shared_ptr<Communicator> comm = create(partition);
+    cache_.emplace(std::move(partition), comm);
+    return comm;
+  }
+
+ private:
+  std::shared_ptr<Communicator> create(const Partition& partition) {
+    std::vector<int64_t> everyone(world_->size());
+    std::iota(everyone.begin(), everyone.end(), 0);
+    if (partition.size() == 1 && partition[0] == everyone) return world_;
+    int color = -1;
+    int key = 0;
+    for (size_t g = 0; g < partition.size(); ++g) {
+      auto pos = std::find(partition[g].begin(), partition[g].end(), world_->rank());
+      if (pos != partition[g].end()) {
+        color = static_cast<int>(g);
+        key = static_cast<int>(pos - partition[g].begin());
+      }
+    }
+    return world_->split(color, key);
+  }
+
+  std::shared_ptr<Communicator> world_;
+  absl::flat_hash_map<Partition, std::shared_ptr<Communicator>> cache_;
+};
+
+DeviceMesh::DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t> shape,
+                       std::vector<std::string> dim_names, std::vector<int64_t> ranks)
+    : shape_(std::move(shape)), names_(std::move(dim_names)) {
+  DTENSOR_CHECK(world != nullptr, "DeviceMesh: world: expected a communicator, found nullptr");
+  DTENSOR_CHECK(!shape_.empty(), "DeviceMesh: shape: expected at least one dim, found none");
+  for (int64_t extent : shape_) {
+    DTENSOR_CHECK(extent >= 1, "DeviceMesh: shape: expected positive sizes, found ",
+                  c10::IntArrayRef(shape_));
+  }
+  if (names_.empty()) names_ = default_names(shape_.size());
+  check_names(names_, shape_.size());
+  if (ranks.empty()) {
+    ranks.resize(world->size());
+    std::iota(ranks.begin(), ranks.end(), 0);
+  }
+  DTENSOR_CHECK(static_cast<int64_t>(ranks.size()) == product(shape_), "DeviceMesh: shape ",
+                c10::IntArrayRef(shape_), " holds ", product(shape_), " ranks; expected that many ",
+                "ranks, found ", ranks.size());
+  absl::flat_hash_set<int64_t> seen;
+  for (int64_t rank : ranks) {
+    DTENSOR_CHECK(rank >= 0 && rank < world->size(), "DeviceMesh: ranks: expected world ranks in [0, ",
+                  world->size(), "), found ", rank);
+    DTENSOR_CHECK(seen.insert(rank).second, "DeviceMesh: ranks: expected distinct ranks, found ",
+                  rank, " twice");
+  }
+  context_ = std::make_shared<Context>(std::move(world));
+  family_ = std::make_shared<const std::vector<std::vector<int64_t>>>(
+      std::vector<std::vector<int64_t>>{std::move(ranks)});
+  locate_calling_rank();
+  std::vector<int64_t> all_dims(shape_.size());
+  std::iota(all_dims.begin(), all_dims.end(), 0);
+  create_dim_communicators(all_dims);
+}
+
+void DeviceMesh::locate_calling_rank() {
+  const int64_t me = context_->world()->rank();
+  sibling_ = -1;
+  coordinate_.clear();
+  for (size_t s = 0; s < family_->size(); ++s) {
+    const std::vector<int64_t>& row = (*family_)[s];
+    auto pos = std::find(row.begin(), row.end(), me);
+    if (pos == row.end()) continue;
+    sibling_ = static_cast<int64_t>(s);
+    int64_t flat = pos - row.begin();
+    coordinate_.assign(shape_.size(), 0);
+    for (int64_t d = ndim() - 1; d >= 0; --d) {
+      coordinate_[d] = flat % shape_[d];
+      flat /= shape_[d];
+    }
+    return;
+  }
+}
+
+void DeviceMesh::create_dim_communicators(const std::vector<int64_t>& dims) {
+  dim_communicators_.resize(shape_.size());
+  for (int64_t dim : dims) {
+    dim_communicators_[dim] = context_->communicator_for(partition({dim}, /*all_siblings=*/true));
+  }
+}
+
+Partition DeviceMesh::partition(const std::vector<int64_t>& dims, bool all_siblings) const {
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < ndim(); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) others.push_back(d);
+  }
+  const std::vector<int64_t> strides = row_major_strides(shape_);
+  // Offsets into a row of the positions spanned by `along`, in row-major order.
+  auto offsets_along = [&](const std::vector<int64_t>& along) {
+    std::vector<int64_t> offsets{0};
+    for (int64_t d : along) {
+      std::vector<int64_t> next;
+      for (int64_t base : offsets) {
+        for (int64_t i = 0; i < shape_[d]; ++i) next.push_back(base + i * strides[d]);
+      }
+      offsets = std::move(next);
+    }
+    return offsets;
+  };
+  const std::vector<int64_t> group_offsets = offsets_along(dims);
+  Partition groups;
+  for (size_t s = 0; s < family_->size(); ++s) {
+    if (!all_siblings && static_cast<int64_t>(s) != sibling_) continue;
+    for (int64_t base : offsets_along(others)) {
+      std::vector<int64_t> group;
+      for (int64_t offset : group_offsets) group.push_back((*family_)[s][base + offset]);
+      groups.push_back(std::move(group));
+    }
+  }
+  return groups;
+}
+
+int64_t DeviceMesh::numel() const { return product(shape_); }
+
+int64_t DeviceMesh::size() const { return numel(); }
+
+int64_t DeviceMesh::normalize_dim(int64_t dim) const {
+  DTENSOR_CHECK(dim >= -ndim() && dim < ndim(), "DeviceMesh: dim: expected a value in [",
+                -ndim(), ", ", ndim(), ") for a ", ndim(), "-D mesh, found ", dim);
+  return dim < 0 ? dim + ndim() : dim;
+}
+
+int64_t DeviceMesh::size(int64_t dim) const { return shape_[normalize_dim(dim)]; }
+
+int64_t DeviceMesh::dim_index(std::string_view name) const {
+  auto it = std::find(names_.begin(), names_.end(), name);
+  DTENSOR_CHECK(it != names_.end(), "DeviceMesh: expected a dim name in [",
+                absl::StrJoin(names_, ", "), "], found \"", name, "\"");
+  return it - names_.begin();
+}
+
+std::vector<int64_t> DeviceMesh::ranks() const {
+  return (*family_)[std::max<int64_t>(sibling_, 0)];
+}
+
+int64_t DeviceMesh::rank_at(const std::vector<int64_t>& coordinate) const {
+  DTENSOR_CHECK(coordinate.size() == shape_.size(), "DeviceMesh::rank_at: expected a coordinate of ",
+                ndim(), " values, found ", coordinate.size());
+  const std::vector<int64_t> strides = row_major_strides(shape_);
+  int64_t flat = 0;
+  for (int64_t d = 0; d < ndim(); ++d) {
+    DTENSOR_CHECK(coordinate[d] >= 0 && coordinate[d] < shape_[d], "DeviceMesh::rank_at: dim ", d,
+                  ": expected a coordinate in [0, ", shape_[d], "), found ", coordinate[d]);
+    flat += coordinate[d] * strides[d];
+  }
+  return ranks()[flat];
+}
+
+const std::vector<int64_t>& DeviceMesh::coordinate() const {
+  DTENSOR_CHECK(contains_calling_rank(), "DeviceMesh: expected the calling rank (world rank ",
+                context_->world()->rank(), ") to be in ", to_string(), ", found it outside");
+  return coordinate_;
+}
+
+int64_t DeviceMesh::get_local_rank(int64_t dim) const { return coordinate()[normalize_dim(dim)]; }
+
+int64_t DeviceMesh::get_local_rank(std::string_view dim_name) const {
+  return get_local_rank(dim_index(dim_name));
+}
+
+std::vector<std::vector<int64_t>> DeviceMesh::groups(int64_t dim) const {
+  return partition({normalize_dim(dim)}, /*all_siblings=*/false);
+}
+
+std::vector<int64_t> DeviceMesh::group_ranks(int64_t dim) const {
+  const int64_t me = context_->world()->rank();
+  coordinate();  // throws for a rank outside the mesh
+  for (std::vector<int64_t>& group : groups(dim)) {
+    if (std::find(group.begin(), group.end(), me) != group.end()) return group;
+  }
+  DTENSOR_CHECK(false, "DeviceMesh: internal: rank ", me, " has no group along dim ", dim);
+}
+
+const std::shared_ptr<Communicator>& DeviceMesh::communicator(int64_t dim) const {
+  coordinate();  // throws for a rank outside the mesh
+  return dim_communicators_[normalize_dim(dim)];
+}
+
+const std::shared_ptr<Communicator>& DeviceMesh::world() const { return context_->world(); }
+
+DeviceMesh DeviceMesh::operator[](std::string_view dim_name) const {
+  return (*this)[std::vector<std::string>{std::string(dim_name)}];
+}
+
+DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& dim_names) const {
+  DTENSOR_CHECK(!dim_names.empty(), "DeviceMesh slicing: expected at least one dim name, found none");
+  std::vector<int64_t> dims;
+  for (const std::string& name : dim_names) {
+    const int64_t dim = dim_index(name);
+    DTENSOR_CHECK(dims.empty() || dim > dims.back(), "DeviceMesh slicing: expected distinct dim ",
+                  "names in mesh order [", absl::StrJoin(names_, ", "), "], found [",
+                  absl::StrJoin(dim_names, ", "), "]");
+    dims.push_back(dim);
+  }
+  coordinate();  // slicing picks the calling rank's slice
+  DeviceMesh sub;
+  sub.context_ = context_;
+  for (int64_t d : dims) {
+    sub.shape_.push_back(shape_[d]);
+    sub.names_.push_back(names_[d]);
+    sub.dim_communicators_.push_back(dim_communicators_[d]);
+  }
+  sub.family_ = std::make_shared<const Partition>(partition(dims, /*all_siblings=*/true));
+  sub.locate_calling_rank();
+  return sub;
+}
+
+DeviceMesh DeviceMesh::flatten(std::string name) const {
+  DeviceMesh flat;
+  flat.context_ = context_;
+  flat.family_ = family_;
+  flat.shape_ = {numel()};
+  flat.names_ = {std::move(name)};
+  check_names(flat.names_, 1);
+  flat.locate_calling_rank();
+  flat.create_dim_communicators({0});
+  return flat;
+}
+
+DeviceMesh DeviceMesh::unflatten(int64_t dim, const std::vector<int64_t>& sizes,
+                                 const std::vector<std::string>& names) const {
+  dim = normalize_dim(dim);
+  DTENSOR_CHECK(!sizes.empty() && product(sizes) == shape_[dim], "DeviceMesh::unflatten: sizes ",
+                c10::IntArrayRef(sizes), ": expected a product equal to dim ", dim, "'s size ",
+                shape_[dim]);
+  DTENSOR_CHECK(sizes.size() == names.size(), "DeviceMesh::unflatten: expected one name per size (",
+                sizes.size(), "), found ", names.size());
+  DeviceMesh out;
+  out.context_ = context_;
+  out.family_ = family_;  // row-major order is unchanged by splitting a dim
+  out.shape_ = shape_;
+  out.names_ = names_;
+  out.shape_.erase(out.shape_.begin() + dim);
+  out.shape_.insert(out.shape_.begin() + dim, sizes.begin(), sizes.end());
+  out.names_.erase(out.names_.begin() + dim);
+  out.names_.insert(out.names_.begin() + dim, names.begin(), names.end());
+  check_names(out.names_, out.shape_.size());
+  out.locate_calling_rank();
+  out.dim_communicators_ = dim_communicators_;
+  out.dim_communicators_.erase(out.dim_communicators_.begin() + dim);
+  out.dim_communicators_.insert(out.dim_communicators_.begin() + dim, sizes.size(), nullptr);
+  std::vector<int64_t> new_dims(sizes.size());
+  std::iota(new_dims.begin(), new_dims.end(), dim);
+  out.create_dim_communicators(new_dims);
+  return out;
+}
+
+std::string DeviceMesh::to_string() const {
+  std::ostringstream out;
+  out << "DeviceMesh((";
+  for (int64_t d = 0; d < ndim(); ++d) out << (d ? ", " : "") << names_[d] << "=" << shape_[d];
+  out << "), ranks=[" << absl::StrJoin(ranks(), ", ") << "])";
+  return out.str();
+}
+
+bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+  return a.shape_ == b.shape_ && a.names_ == b.names_ && a.ranks() == b.ranks();
+}
+
+DeviceMesh init_device_mesh(std::string_view backend, std::vector<int64_t> shape,
+                            std::vector<std::string> dim_names) {
+  std::shared_ptr<Communicator> world = make_world_communicator(backend);
+  DTENSOR_CHECK(product(shape) == world->size(), "init_device_mesh: shape ",
+                c10::IntArrayRef(shape), " holds ", product(shape), " ranks; expected the ",
+                backend, " world size ", world->size());
+  return DeviceMesh(std::move(world), std::move(shape), std::move(dim_names));
+}
+
+}  // namespace dtensor

@@ -1,0 +1,129 @@
+// Copyright 2026 The dtensor Authors.
+//
+// mesh/device_mesh.h: an N-D grid of ranks with one communicator per dim.
+//
+// A `DeviceMesh` arranges ranks of a world communicator in a row-major grid
+// with a name per dim, e.g. 8 ranks as (dp=2, tp=4): rank 5 sits at [1, 1],
+// its tp group is {4, 5, 6, 7} and its dp group {1, 5}. Placements are given
+// per mesh dim, and every collective along a mesh dim runs on that dim's
+// communicator, created once, eagerly, when the mesh is built.
+//
+//   auto mesh = dtensor::init_device_mesh("local", {2, 4}, {"dp", "tp"});
+//   mesh.get_local_rank("tp");          // position in the tp group
+//   dtensor::DeviceMesh tp = mesh["tp"];  // 1-D sub-mesh, same communicator
+//   dtensor::DeviceMesh dp_tp = mesh.flatten("dp_tp");  // one group of 8
+//
+// Building a mesh, `flatten` and `unflatten` are collective over the world
+// communicator: every world rank, also one outside the mesh, makes the same
+// call in the same order. Slicing (`operator[]`) is local and never creates a
+// communicator: the sub-mesh is the calling rank's slice and reuses the
+// communicators of the dims it keeps. Communicators for a given set of groups
+// are created once and shared by every mesh derived from the same root.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mesh/communicator.h"
+
+namespace dtensor {
+
+class DeviceMesh {
+ public:
+  // Lays `ranks` (default: 0..world->size()-1) out row-major in `shape`, with
+  // `dim_names` (default: "dim0", "dim1", ...). Collective over `world`.
+  DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t> shape,
+             std::vector<std::string> dim_names = {}, std::vector<int64_t> ranks = {});
+
+  int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
+  // Number of ranks in the mesh.
+  int64_t size() const;
+  // Number of ranks along `dim` (negative dims count from the end).
+  int64_t size(int64_t dim) const;
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<std::string>& dim_names() const { return names_; }
+  // The index of the dim called `name`; throws naming the known names.
+  int64_t dim_index(std::string_view name) const;
+
+  // The mesh's ranks (world ranks) in row-major order.
+  std::vector<int64_t> ranks() const;
+  // The world rank at `coordinate`.
+  int64_t rank_at(const std::vector<int64_t>& coordinate) const;
+
+  // Whether the calling rank is in this mesh.
+  bool contains_calling_rank() const { return sibling_ >= 0; }
+  // The calling rank's coordinate; throws if it is not in the mesh.
+  const std::vector<int64_t>& coordinate() const;
+  // The calling rank's position along `dim`, i.e. its rank in that dim's group.
+  int64_t get_local_rank(int64_t dim) const;
+  int64_t get_local_rank(std::string_view dim_name) const;
+
+  // Every group of world ranks along `dim` in this mesh, e.g. for (dp=2, tp=4)
+  // and dim tp: {{0,1,2,3}, {4,5,6,7}}.
+  std::vector<std::vector<int64_t>> groups(int64_t dim) const;
+  // The calling rank's group along `dim`.
+  std::vector<int64_t> group_ranks(int64_t dim) const;
+  // The communicator of the calling rank's group along `dim`.
+  const std::shared_ptr<Communicator>& communicator(int64_t dim) const;
+  // The world communicator the mesh was built on.
+  const std::shared_ptr<Communicator>& world() const;
+  // Where tensors of this mesh live (the backend's device).
+  c10::Device device() const { return world()->device(); }
+
+  // The calling rank's sub-mesh over the named dims, which must be distinct
+  // and in mesh order. Local: no communicator is created.
+  DeviceMesh operator[](std::string_view dim_name) const;
+  DeviceMesh operator[](const std::vector<std::string>& dim_names) const;
+
+  // A 1-D mesh called `name` over all ranks of this mesh, with one
+  // communicator for the whole group (created on first use, then cached).
+  DeviceMesh flatten(std::string name) const;
+  // Splits `dim` into dims of `sizes` (product == size(dim)) named `names`.
+  DeviceMesh unflatten(int64_t dim, const std::vector<int64_t>& sizes,
+                       const std::vector<std::string>& names) const;
+
+  // "DeviceMesh((dp=2, tp=4), ranks=[0, 1, 2, 3, 4, 5, 6, 7])".
+  std::string to_string() const;
+
+  // Same ranks, layout and names.
+  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);
+  friend bool operator!=(const DeviceMesh& a, const DeviceMesh& b) { return !(a == b); }
+  template <typename H>
+  friend H AbslHashValue(H h, const DeviceMesh& mesh) {
+    return H::combine(std::move(h), mesh.shape_, mesh.names_, mesh.ranks());
+  }
+
+ private:
+  class Context;
+
+  DeviceMesh() = default;
+  int64_t normalize_dim(int64_t dim) const;
+  int64_t numel() const;
+  // Groups of world ranks spanned by `dims` (in order) over every sibling.
+  std::vector<std::vector<int64_t>> partition(const std::vector<int64_t>& dims,
+                                              bool all_siblings) const;
+  void locate_calling_rank();
+  void create_dim_communicators(const std::vector<int64_t>& dims);
+
+  std::shared_ptr<Context> context_;
+  // Row-major rank grids of this mesh and of its siblings (the meshes other
+  // ranks got from the same slicing), one row each; collective creation needs
+  // every sibling's groups, slicing picks the calling rank's row.
+  std::shared_ptr<const std::vector<std::vector<int64_t>>> family_;
+  int64_t sibling_ = -1;
+  std::vector<int64_t> shape_;
+  std::vector<std::string> names_;
+  std::vector<int64_t> coordinate_;
+  std::vector<std::shared_ptr<Communicator>> dim_communicators_;
+};
+
+// Builds a mesh of `shape` over the whole world of `backend` ("local" inside
+// run_ranks, "mpi", "nccl"); the product of `shape` must be the world size.
+DeviceMesh init_device_mesh(std::string_view backend, std::vector<int64_t> shape,
+                            std::vector<std::string> dim_names = {});
+
+}  // namespace dtensor

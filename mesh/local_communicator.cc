@@ -1,0 +1,488 @@
+// Copyright 2026 The dtensor Authors.
+#include "mesh/local_communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include <ATen/ATen.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+
+namespace dtensor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The world rank of the calling run_ranks thread; failures are reported by
+// world rank whichever sub-group they happen in.
+thread_local int current_world_rank = -1;
+// How often a waiting rank looks for an abort; the wake-up on progress is
+// immediate, so this only bounds how late a failure elsewhere is noticed.
+constexpr auto kAbortPollInterval = std::chrono::milliseconds(20);
+
+std::chrono::seconds timeout_from_environment() {
+  const char* value = std::getenv("DTENSOR_LOCAL_TIMEOUT_SECONDS");
+  if (value == nullptr || *value == '\0') return std::chrono::seconds(300);
+  char* end = nullptr;
+  const long seconds = std::strtol(value, &end, 10);
+  DTENSOR_CHECK(end != value && *end == '\0' && seconds > 0,
+                "DTENSOR_LOCAL_TIMEOUT_SECONDS: expected a positive whole number of seconds, "
+                "found \"", value, "\"");
+  return std::chrono::seconds(seconds);
+}
+
+// Failure state shared by every group of one run_ranks world, so a rank that
+// fails releases peers waiting in any sub-group too.
+class WorldFailure {
+ public:
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+  // Records the first failure; later ones are consequences of it.
+  void fail(int rank, std::string reason) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_.load(std::memory_order_relaxed)) return;
+    first_rank_ = rank;
+    reason_ = std::move(reason);
+    failed_.store(true, std::memory_order_release);
+  }
+
+  int first_rank() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return first_rank_;
+  }
+
+  [[noreturn]] void throw_failure(std::string_view waiting_in) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DTENSOR_CHECK(false, "local backend: world rank ", first_rank_, " failed while this rank ",
+                  "waited in ", waiting_in, ": ", reason_);
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mutex_;
+  int first_rank_ = -1;
+  std::string reason_;
+};
+
+// What one rank asked for in the current collective; every rank posts one and
+// reads the others' between the group's barriers.
+struct PostedCall {
+  explicit PostedCall(std::string_view name = "") : call(name) {}
+
+  std::string_view call;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  int root = -1;
+  int op = -1;
+  int64_t numel = 0;  // of the tensor the call is named after (input or tensor)
+  at::Tensor input;  // flattened
+  std::vector<int64_t> send_numel;
+  std::vector<int64_t> recv_numel;
+  at::Tensor partial_result;  // all_reduce: the chunk this rank reduced
+  int color = -1;
+  int key = 0;
+  std::shared_ptr<void> new_group;  // split: set by each new group's leader
+};
+
+std::string describe(const PostedCall& c) {
+  std::ostringstream out;
+  out << c.call << "(dtype " << c.dtype << ", " << c.numel << " elements";
+  if (c.root >= 0) out << ", root " << c.root;
+  if (c.op >= 0) out << ", op " << reduce_op_name(static_cast<ReduceOp>(c.op));
+  if (!c.send_numel.empty()) out << ", send [" << absl::StrJoin(c.send_numel, ",") << "]";
+  if (!c.recv_numel.empty()) out << ", recv [" << absl::StrJoin(c.recv_numel, ",") << "]";
+  out << ")";
+  return out.str();
+}
+
+class LocalGroup {
+ public:
+  LocalGroup(int size, std::shared_ptr<WorldFailure> failure, std::chrono::seconds timeout)
+      : size_(size), failure_(std::move(failure)), timeout_(timeout), posted_(size) {}
+
+  int size() const { return size_; }
+  const std::shared_ptr<WorldFailure>& failure() const { return failure_; }
+  std::chrono::seconds timeout() const { return timeout_; }
+  PostedCall& slot(int rank) { return posted_[rank]; }
+  const std::vector<PostedCall>& posted() const { return posted_; }
+
+  void arrive_and_wait(std::string_view call) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (failure_->failed()) failure_->throw_failure(call);
+    const uint64_t generation = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      lock.unlock();
+      progress_.notify_all();
+      return;
+    }
+    wait_until(lock, call, [&] { return generation_ != generation; });
+  }
+
+  void post_message(int src, int dst, int tag, at::Tensor payload) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      mailbox_[{src, dst, tag}].push_back(std::move(payload));
+    }
+    progress_.notify_all();
+  }
+
+  at::Tensor take_message(int src, int dst, int tag) {
+    const std::tuple<int, int, int> key{src, dst, tag};
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Looked up afresh after every wake-up: a send to another key may rehash
+    // the map while this rank waits.
+    auto has_message = [&] {
+      auto it = mailbox_.find(key);
+      return it != mailbox_.end() && !it->second.empty();
+    };
+    wait_until(lock, "recv", has_message);
+    auto it = mailbox_.find(key);
+    at::Tensor payload = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) mailbox_.erase(it);
+    return payload;
+  }
+
+ private:
+  template <typename Ready>
+  void wait_until(std::unique_lock<std::mutex>& lock, std::string_view call, Ready ready) {
+    const auto deadline = Clock::now() + timeout_;
+    while (!ready()) {
+      progress_.wait_for(lock, kAbortPollInterval);
+      if (ready()) break;
+      if (failure_->failed()) failure_->throw_failure(call);
+      if (Clock::now() > deadline) {
+        std::ostringstream reason;
+        reason << "timed out after " << timeout_.count() << " s in " << call
+               << " (a rank never joined it; raise DTENSOR_LOCAL_TIMEOUT_SECONDS if it is slow)";
+        failure_->fail(current_world_rank, reason.str());
+        DTENSOR_CHECK(false, "local backend: ", reason.str());
+      }
+    }
+  }
+
+  const int size_;
+  const std::shared_ptr<WorldFailure> failure_;
+  const std::chrono::seconds timeout_;
+  std::vector<PostedCall> posted_;
+  std::mutex mutex_;
+  std::condition_variable progress_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  absl::flat_hash_map<std::tuple<int, int, int>, std::deque<at::Tensor>> mailbox_;
+};
+
+at::Tensor flat(const at::Tensor& t) { return t.reshape({-1}); }
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& numel) {
+  std::vector<int64_t> offsets(numel.size() + 1, 0);
+  for (size_t i = 0; i < numel.size(); ++i) offsets[i + 1] = offsets[i] + numel[i];
+  return offsets;
+}
+
+// acc = acc (op) term, elementwise, in place.
+void reduce_into(at::Tensor& acc, const at::Tensor& term, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      acc.add_(term);
+      return;
+    case ReduceOp::kMax:
+      at::maximum_out(acc, acc, term);
+      return;
+    case ReduceOp::kMin:
+      at::minimum_out(acc, acc, term);
+      return;
+    case ReduceOp::kProduct:
+      acc.mul_(term);
+      return;
+    case ReduceOp::kBand:
+      acc.bitwise_and_(term);
+      return;
+    case ReduceOp::kBor:
+      acc.bitwise_or_(term);
+      return;
+    case ReduceOp::kBxor:
+      acc.bitwise_xor_(term);
+      return;
+  }
+}
+
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank)
+      : group_(std::move(group)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+  std::string_view backend_name() const override { return "local"; }
+  c10::Device device() const override { return c10::Device(c10::kCPU); }
+
+ protected:
+  void do_all_reduce(at::Tensor& tensor, ReduceOp op) override {
+    PostedCall call = make_call("all_reduce", tensor);
+    call.op = static_cast<int>(op);
+    call.input = flat(tensor);
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      // Each rank reduces one chunk from everyone, then all copy every chunk.
+      const int64_t numel = posted[rank_].numel;
+      const int64_t chunk = (numel + size() - 1) / size();
+      const int64_t begin = std::min(numel, chunk * rank_);
+      const int64_t length = std::min(numel, begin + chunk) - begin;
+      at::Tensor acc = posted[0].input.narrow(0, begin, length).clone();
+      for (int p = 1; p < size(); ++p) reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
+      if (op == ReduceOp::kAvg) acc.div_(size());
+      group_->slot(rank_).partial_result = std::move(acc);
+      group_->arrive_and_wait("all_reduce");
+      at::Tensor out = posted[rank_].input;
+      for (int p = 0; p < size(); ++p) {
+        const at::Tensor& part = posted[p].partial_result;
+        out.narrow(0, std::min(numel, chunk * p), part.numel()).copy_(part);
+      }
+    });
+  }
+
+  void do_all_gather(const at::Tensor& input, at::Tensor& output) override {
+    do_all_gather_v(input, output, std::vector<int64_t>(size(), input.numel()));
+  }
+
+  void do_all_gather_v(const at::Tensor& input, at::Tensor& output,
+                       const std::vector<int64_t>& numel_per_rank) override {
+    PostedCall call = make_call("all_gather", input);
+    call.input = flat(input);
+    call.recv_numel = numel_per_rank;
+    at::Tensor out = flat(output);
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      const std::vector<int64_t> offsets = offsets_of(numel_per_rank);
+      for (int p = 0; p < size(); ++p) {
+        out.narrow(0, offsets[p], numel_per_rank[p]).copy_(posted[p].input);
+      }
+    });
+  }
+
+  void do_reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
+    do_reduce_scatter_v(input, output, std::vector<int64_t>(size(), output.numel()), op);
+  }
+
+  void do_reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
+                           const std::vector<int64_t>& numel_per_rank, ReduceOp op) override {
+    PostedCall call = make_call("reduce_scatter", input);
+    call.op = static_cast<int>(op);
+    call.input = flat(input);
+    call.recv_numel = numel_per_rank;
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      const int64_t begin = offsets_of(numel_per_rank)[rank_];
+      const int64_t length = numel_per_rank[rank_];
+      at::Tensor acc = posted[0].input.narrow(0, begin, length).clone();
+      for (int p = 1; p < size(); ++p) reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
+      if (op == ReduceOp::kAvg) acc.div_(size());
+      flat(output).copy_(acc);
+    });
+  }
+
+  void do_all_to_all(const at::Tensor& input, at::Tensor& output) override {
+    const std::vector<int64_t> block(size(), input.numel() / size());
+    do_all_to_all_v(input, block, output, block);
+  }
+
+  void do_all_to_all_v(const at::Tensor& input, const std::vector<int64_t>& send_numel,
+                       at::Tensor& output, const std::vector<int64_t>& recv_numel) override {
+    PostedCall call = make_call("all_to_all", input);
+    call.input = flat(input);
+    call.send_numel = send_numel;
+    call.recv_numel = recv_numel;
+    at::Tensor out = flat(output);
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      const std::vector<int64_t> recv_offsets = offsets_of(recv_numel);
+      for (int p = 0; p < size(); ++p) {
+        const int64_t send_offset = offsets_of(posted[p].send_numel)[rank_];
+        out.narrow(0, recv_offsets[p], recv_numel[p])
+            .copy_(posted[p].input.narrow(0, send_offset, recv_numel[p]));
+      }
+    });
+  }
+
+  void do_broadcast(at::Tensor& tensor, int root) override {
+    PostedCall call = make_call("broadcast", tensor);
+    call.root = root;
+    call.input = flat(tensor);
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      if (rank_ != root) flat(tensor).copy_(posted[root].input);
+    });
+  }
+
+  void do_scatter(const at::Tensor& input, at::Tensor& output, int root) override {
+    PostedCall call = make_call("scatter", output);
+    call.root = root;
+    if (rank_ == root) call.input = flat(input);
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      const int64_t block = output.numel();
+      flat(output).copy_(posted[root].input.narrow(0, block * rank_, block));
+    });
+  }
+
+  void do_send(const at::Tensor& tensor, int peer, int tag) override {
+    // Buffered: the send completes at once, so send/recv orderings that work
+    // with a buffering MPI also work here.
+    group_->post_message(rank_, peer, tag, tensor.clone());
+  }
+
+  void do_recv(at::Tensor& tensor, int peer, int tag) override {
+    at::Tensor payload = group_->take_message(peer, rank_, tag);
+    DTENSOR_CHECK(payload.scalar_type() == tensor.scalar_type() &&
+                      payload.numel() == tensor.numel(),
+                  "recv from rank ", peer, " (tag ", tag, "): expected ", tensor.numel(),
+                  " elements of ", tensor.scalar_type(), ", found a message of ",
+                  payload.numel(), " elements of ", payload.scalar_type());
+    flat(tensor).copy_(flat(payload));
+  }
+
+  void do_barrier() override {
+    run(PostedCall("barrier"), [](const std::vector<PostedCall>&) {});
+  }
+
+  std::shared_ptr<Communicator> do_split(int color, int key) override {
+    PostedCall call("split");
+    call.color = color;
+    call.key = key;
+    std::shared_ptr<Communicator> result;
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      std::vector<int> members = members_of(posted, color);
+      if (color >= 0 && members.front() == rank_) {
+        group_->slot(rank_).new_group = std::make_shared<LocalGroup>(
+            static_cast<int>(members.size()), group_->failure(), group_->timeout());
+      }
+      group_->arrive_and_wait("split");
+      if (color < 0) return;
+      auto group = std::static_pointer_cast<LocalGroup>(posted[members.front()].new_group);
+      const int new_rank = static_cast<int>(
+          std::find(members.begin(), members.end(), rank_) - members.begin());
+      result = std::make_shared<LocalCommunicator>(std::move(group), new_rank);
+    });
+    return result;
+  }
+
+ private:
+  PostedCall make_call(std::string_view name, const at::Tensor& named_tensor) const {
+    PostedCall call(name);
+    call.dtype = named_tensor.scalar_type();
+    call.numel = named_tensor.numel();
+    return call;
+  }
+
+  // Members of `color`'s new group in their new rank order: by key, then rank.
+  static std::vector<int> members_of(const std::vector<PostedCall>& posted, int color) {
+    std::vector<int> members;
+    for (int p = 0; p < static_cast<int>(posted.size()); ++p) {
+      if (posted[p].color == color) members.push_back(p);
+    }
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int a, int b) { return posted[a].key < posted[b].key; });
+    return members;
+  }
+
+  // Post, wait for everyone, check that all ranks asked for the same thing,
+  // move the data, and wait again so no rank reuses a buffer a peer still reads.
+  template <typename Body>
+  void run(PostedCall call, Body body) {
+    const std::string_view name = call.call;
+    group_->slot(rank_) = std::move(call);
+    group_->arrive_and_wait(name);
+    check_ranks_agree(group_->posted());
+    body(group_->posted());
+    group_->arrive_and_wait(name);
+  }
+
+  // Every rank runs this on the same posted calls, so all reach one verdict
+  // and throw together rather than deadlock.
+  void check_ranks_agree(const std::vector<PostedCall>& posted) const {
+    const PostedCall& first = posted[0];
+    for (int p = 1; p < size(); ++p) {
+      const PostedCall& other = posted[p];
+      bool same = other.call == first.call && other.dtype == first.dtype &&
+                  other.root == first.root && other.op == first.op;
+      if (same && first.call == "all_reduce") same = other.numel == first.numel;
+      if (same && first.call == "broadcast") same = other.numel == first.numel;
+      if (same && (first.call == "all_gather" || first.call == "reduce_scatter")) {
+        same = other.recv_numel == first.recv_numel;
+      }
+      if (same && first.call == "scatter") same = other.numel == first.numel;
+      DTENSOR_CHECK(same, "local backend: ranks disagree on a collective: rank 0 called ",
+                    describe(first), ", rank ", p, " called ", describe(other));
+    }
+    if (first.call != "all_to_all") return;
+    for (int q = 0; q < size(); ++q) {
+      for (int p = 0; p < size(); ++p) {
+        DTENSOR_CHECK(posted[q].send_numel[p] == posted[p].recv_numel[q],
+                      "local backend: all_to_all: rank ", q, " sends ", posted[q].send_numel[p],
+                      " elements to rank ", p, ", which expects ", posted[p].recv_numel[q]);
+      }
+    }
+  }
+
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+};
+
+thread_local std::shared_ptr<Communicator> current_local_world;
+
+std::shared_ptr<Communicator> local_world_factory() { return local_world(); }
+
+DTENSOR_REGISTER_COMMUNICATOR_BACKEND("local", local_world_factory);
+
+std::string describe_exception(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Communicator> local_world() {
+  DTENSOR_CHECK(current_local_world != nullptr,
+                "local backend: expected to be called on a rank thread of dtensor::run_ranks, "
+                "found a thread outside it");
+  return current_local_world;
+}
+
+void run_ranks(int world_size, const std::function<void(int rank)>& fn) {
+  DTENSOR_CHECK(world_size >= 1, "run_ranks: world_size: expected at least 1, found ", world_size);
+  auto failure = std::make_shared<WorldFailure>();
+  auto group = std::make_shared<LocalGroup>(world_size, failure, timeout_from_environment());
+  std::vector<std::exception_ptr> errors(world_size);
+  std::vector<std::thread> threads;
+  threads.reserve(world_size);
+  for (int rank = 0; rank < world_size; ++rank) {
+    threads.emplace_back([&, rank] {
+      current_world_rank = rank;
+      current_local_world = std::make_shared<LocalCommunicator>(group, rank);
+      try {
+        fn(rank);
+      } catch (...) {
+        errors[rank] = std::current_exception();
+        failure->fail(rank, describe_exception(errors[rank]));
+      }
+      current_local_world.reset();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (failure->failed()) std::rethrow_exception(errors[failure->first_rank()]);
+}
+
+}  // namespace dtensor

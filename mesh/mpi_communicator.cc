@@ -1,0 +1,429 @@
+// Copyright 2026 The dtensor Authors.
+#include "mesh/mpi_communicator.h"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "dtensor/base/check.h"
+
+namespace dtensor {
+namespace mpi_internal {
+
+int to_mpi_count(int64_t value, std::string_view call, std::string_view what) {
+  constexpr int64_t kLimit = std::numeric_limits<int>::max();
+  DTENSOR_CHECK(value <= kLimit, call, ": ", what, ": expected at most ", kLimit,
+                " (MPI counts are int), found ", value);
+  return static_cast<int>(value);
+}
+
+}  // namespace mpi_internal
+
+namespace {
+
+using mpi_internal::to_mpi_count;
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "unknown MPI error";
+  return std::string(text, length);
+}
+
+void check_mpi(int code, const char* call) {
+  DTENSOR_CHECK(code == MPI_SUCCESS, call, ": expected MPI_SUCCESS, found error ", code, " (",
+                mpi_error_string(code), ")");
+}
+
+bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+bool mpi_initialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized != 0;
+}
+
+// Registered only when dtensor initialized MPI, so an application that owns
+// MPI's life cycle keeps it; skipped when the application finalized anyway.
+void finalize_mpi_at_exit() {
+  if (!mpi_finalized()) MPI_Finalize();
+}
+
+// Called once, from MpiCommunicator::world's static initializer.
+void initialize_mpi() {
+  if (mpi_initialized()) return;
+  DTENSOR_CHECK(!mpi_finalized(),
+                "MpiCommunicator::world: MPI state: expected initialized or not yet "
+                "initialized, found already finalized");
+  int provided = 0;
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  std::atexit(finalize_mpi_at_exit);
+}
+
+MPI_Comm duplicate(MPI_Comm comm) {
+  DTENSOR_CHECK(comm != MPI_COMM_NULL,
+                "MpiCommunicator: comm: expected a communicator, found MPI_COMM_NULL");
+  DTENSOR_CHECK(mpi_initialized() && !mpi_finalized(),
+                "MpiCommunicator: MPI state: expected initialized (MPI_Init or "
+                "MpiCommunicator::world()), found ",
+                mpi_finalized() ? "finalized" : "not initialized");
+  MPI_Comm copy = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(comm, &copy), "MPI_Comm_dup");
+  return copy;
+}
+
+char* bytes_of(const at::Tensor& tensor) { return static_cast<char*>(tensor.data_ptr()); }
+
+// MPI forbids a send buffer that overlaps the receive buffer; an input that
+// already sits at this rank's slot of the output is MPI's in-place case.
+const void* send_buffer(const at::Tensor& input, const char* own_slot) {
+  return input.numel() > 0 && bytes_of(input) == own_slot ? MPI_IN_PLACE : input.data_ptr();
+}
+
+std::vector<int> to_mpi_counts(const std::vector<int64_t>& values, const char* call,
+                               const char* what) {
+  std::vector<int> counts;
+  counts.reserve(values.size());
+  for (int64_t value : values) counts.push_back(to_mpi_count(value, call, what));
+  return counts;
+}
+
+// Per-rank byte counts and displacements of a packed `_v` buffer.
+struct ByteLayout {
+  std::vector<int> counts;
+  std::vector<int> displacements;
+};
+
+ByteLayout byte_layout(const std::vector<int64_t>& numel_per_rank, int64_t element_size,
+                       const char* call) {
+  ByteLayout layout;
+  layout.counts.reserve(numel_per_rank.size());
+  layout.displacements.reserve(numel_per_rank.size());
+  int64_t offset = 0;
+  for (int64_t numel : numel_per_rank) {
+    const int64_t bytes = numel * element_size;
+    layout.counts.push_back(to_mpi_count(bytes, call, "bytes of one rank"));
+    layout.displacements.push_back(to_mpi_count(offset, call, "byte displacement"));
+    offset += bytes;
+  }
+  return layout;
+}
+
+// ---- Reductions -----------------------------------------------------------
+
+// Element-wise combiners for the 16-bit floating dtypes, computed through
+// float as c10's own arithmetic does. max/min propagate NaN like at::maximum.
+struct Add {
+  template <typename T>
+  T operator()(T a, T b) const { return a + b; }
+};
+struct Multiply {
+  template <typename T>
+  T operator()(T a, T b) const { return a * b; }
+};
+struct Larger {
+  template <typename T>
+  T operator()(T a, T b) const {
+    const float x = a, y = b;
+    return x > y || std::isnan(x) ? a : b;
+  }
+};
+struct Smaller {
+  template <typename T>
+  T operator()(T a, T b) const {
+    const float x = a, y = b;
+    return x < y || std::isnan(x) ? a : b;
+  }
+};
+
+// An MPI_User_function: inout[i] = in[i] (op) inout[i].
+template <typename T, typename Combine>
+void combine_elements(void* in, void* inout, int* length, MPI_Datatype* /*type*/) {
+  const T* lhs = static_cast<const T*>(in);
+  T* accumulator = static_cast<T*>(inout);
+  const Combine combine;
+  for (int i = 0; i < *length; ++i) accumulator[i] = combine(lhs[i], accumulator[i]);
+}
+
+// MPI has no bfloat16 or float16 type: their values travel as MPI_UINT16_T
+// under user-defined operations, one per (dtype, op), so an operation never
+// has to guess what its bits mean. Created once per process on first use and
+// released by MPI_Finalize.
+class HalfPrecisionOps {
+ public:
+  static const HalfPrecisionOps& instance() {
+    static const HalfPrecisionOps ops;
+    return ops;
+  }
+
+  MPI_Op find(c10::ScalarType dtype, ReduceOp op) const {
+    return (dtype == c10::kBFloat16 ? bfloat16_ : float16_)[slot(op)];
+  }
+
+ private:
+  HalfPrecisionOps() : bfloat16_(create<c10::BFloat16>()), float16_(create<c10::Half>()) {}
+
+  // kAvg reduces as a sum; bitwise ops never reach floating dtypes.
+  static size_t slot(ReduceOp op) {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        return 0;
+      case ReduceOp::kMax:
+        return 1;
+      case ReduceOp::kMin:
+        return 2;
+      case ReduceOp::kProduct:
+        return 3;
+      default:
+        DTENSOR_CHECK(false, "mpi backend: reduce op on a 16-bit float: expected sum, avg, max, ",
+                      "min or product, found ", reduce_op_name(op));
+    }
+  }
+
+  template <typename T>
+  static std::array<MPI_Op, 4> create() {
+    return {create_op(&combine_elements<T, Add>), create_op(&combine_elements<T, Larger>),
+            create_op(&combine_elements<T, Smaller>), create_op(&combine_elements<T, Multiply>)};
+  }
+
+  static MPI_Op create_op(MPI_User_function* function) {
+    MPI_Op op = MPI_OP_NULL;
+    check_mpi(MPI_Op_create(function, /*commute=*/1, &op), "MPI_Op_create");
+    return op;
+  }
+
+  std::array<MPI_Op, 4> bfloat16_;
+  std::array<MPI_Op, 4> float16_;
+};
+
+MPI_Op builtin_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
+    case ReduceOp::kBand:
+      return MPI_BAND;
+    case ReduceOp::kBor:
+      return MPI_BOR;
+    case ReduceOp::kBxor:
+      return MPI_BXOR;
+  }
+  DTENSOR_CHECK(false, "mpi backend: reduce op: expected a ReduceOp enumerator, found value ",
+                static_cast<int>(op));
+}
+
+MPI_Datatype builtin_type(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kFloat:
+      return MPI_FLOAT;
+    case c10::kDouble:
+      return MPI_DOUBLE;
+    case c10::kChar:
+      return MPI_INT8_T;
+    // torch's bool is one byte holding 0 or 1, which max, min and the bitwise
+    // ops keep 0 or 1; MPI_C_BOOL would refuse max, min and the bitwise ops.
+    case c10::kBool:
+    case c10::kByte:
+      return MPI_UINT8_T;
+    case c10::kShort:
+      return MPI_INT16_T;
+    case c10::kInt:
+      return MPI_INT32_T;
+    case c10::kLong:
+      return MPI_INT64_T;
+    default:
+      DTENSOR_CHECK(false, "mpi backend: dtype to reduce: expected float32, float64, bfloat16, ",
+                    "float16, int8, uint8, int16, int32, int64 or bool, found ", dtype);
+  }
+}
+
+struct Reduction {
+  MPI_Datatype type;
+  MPI_Op op;
+};
+
+Reduction reduction_for(c10::ScalarType dtype, ReduceOp op) {
+  if (dtype == c10::kBFloat16 || dtype == c10::kHalf) {
+    return {MPI_UINT16_T, HalfPrecisionOps::instance().find(dtype, op)};
+  }
+  return {builtin_type(dtype), builtin_op(op)};
+}
+
+}  // namespace
+
+// ---- Life cycle -------------------------------------------------------------
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : MpiCommunicator(Adopt{}, duplicate(comm)) {}
+
+MpiCommunicator::MpiCommunicator(Adopt, MPI_Comm comm) : comm_(comm) {
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  // After MPI_Finalize every handle is gone already, and MPI may not be
+  // called; a destructor has no way to report a failed free anyway.
+  if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
+}
+
+std::shared_ptr<MpiCommunicator> MpiCommunicator::world() {
+  // Built after initialize_mpi registered MPI_Finalize with atexit, so
+  // this static is destroyed, and its communicator freed, before that runs.
+  static const std::shared_ptr<MpiCommunicator> world = [] {
+    initialize_mpi();
+    return std::make_shared<MpiCommunicator>(MPI_COMM_WORLD);
+  }();
+  return world;
+}
+
+int MpiCommunicator::thread_level() {
+  int provided = MPI_THREAD_SINGLE;
+  check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
+  return provided;
+}
+
+void MpiCommunicator::finish_average(at::Tensor& tensor, ReduceOp op) const {
+  if (op == ReduceOp::kAvg) tensor.div_(size_);
+}
+
+// ---- Reductions -------------------------------------------------------------
+
+void MpiCommunicator::do_all_reduce(at::Tensor& tensor, ReduceOp op) {
+  const Reduction reduction = reduction_for(tensor.scalar_type(), op);
+  const int count = to_mpi_count(tensor.numel(), "MPI_Allreduce", "elements");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduction.type, reduction.op,
+                          comm_),
+            "MPI_Allreduce");
+  finish_average(tensor, op);
+}
+
+void MpiCommunicator::do_reduce_scatter(const at::Tensor& input, at::Tensor& output,
+                                        ReduceOp op) {
+  const Reduction reduction = reduction_for(input.scalar_type(), op);
+  const int count =
+      to_mpi_count(output.numel(), "MPI_Reduce_scatter_block", "elements of one rank");
+  check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(), count, reduction.type,
+                                     reduction.op, comm_),
+            "MPI_Reduce_scatter_block");
+  finish_average(output, op);
+}
+
+void MpiCommunicator::do_reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
+                                          const std::vector<int64_t>& numel_per_rank,
+                                          ReduceOp op) {
+  const Reduction reduction = reduction_for(input.scalar_type(), op);
+  const std::vector<int> counts =
+      to_mpi_counts(numel_per_rank, "MPI_Reduce_scatter", "elements of one rank");
+  check_mpi(MPI_Reduce_scatter(input.data_ptr(), output.data_ptr(), counts.data(),
+                               reduction.type, reduction.op, comm_),
+            "MPI_Reduce_scatter");
+  finish_average(output, op);
+}
+
+// ---- Data movement: bytes, whatever the dtype -----------------------------
+
+void MpiCommunicator::do_all_gather(const at::Tensor& input, at::Tensor& output) {
+  const int bytes = to_mpi_count(input.nbytes(), "MPI_Allgather", "bytes of one rank");
+  char* out = bytes_of(output);
+  check_mpi(MPI_Allgather(send_buffer(input, out + int64_t{rank_} * bytes), bytes, MPI_BYTE, out,
+                          bytes, MPI_BYTE, comm_),
+            "MPI_Allgather");
+}
+
+void MpiCommunicator::do_all_gather_v(const at::Tensor& input, at::Tensor& output,
+                                      const std::vector<int64_t>& numel_per_rank) {
+  const ByteLayout layout = byte_layout(numel_per_rank, output.element_size(), "MPI_Allgatherv");
+  char* out = bytes_of(output);
+  check_mpi(MPI_Allgatherv(send_buffer(input, out + layout.displacements[rank_]),
+                           layout.counts[rank_], MPI_BYTE, out, layout.counts.data(),
+                           layout.displacements.data(), MPI_BYTE, comm_),
+            "MPI_Allgatherv");
+}
+
+void MpiCommunicator::do_all_to_all(const at::Tensor& input, at::Tensor& output) {
+  const int bytes =
+      to_mpi_count(static_cast<int64_t>(input.nbytes()) / size_, "MPI_Alltoall", "bytes per peer");
+  check_mpi(
+      MPI_Alltoall(input.data_ptr(), bytes, MPI_BYTE, output.data_ptr(), bytes, MPI_BYTE, comm_),
+      "MPI_Alltoall");
+}
+
+void MpiCommunicator::do_all_to_all_v(const at::Tensor& input,
+                                      const std::vector<int64_t>& send_numel, at::Tensor& output,
+                                      const std::vector<int64_t>& recv_numel) {
+  const ByteLayout send = byte_layout(send_numel, input.element_size(), "MPI_Alltoallv");
+  const ByteLayout recv = byte_layout(recv_numel, output.element_size(), "MPI_Alltoallv");
+  check_mpi(MPI_Alltoallv(input.data_ptr(), send.counts.data(), send.displacements.data(),
+                          MPI_BYTE, output.data_ptr(), recv.counts.data(),
+                          recv.displacements.data(), MPI_BYTE, comm_),
+            "MPI_Alltoallv");
+}
+
+void MpiCommunicator::do_broadcast(at::Tensor& tensor, int root) {
+  const int bytes = to_mpi_count(tensor.nbytes(), "MPI_Bcast", "bytes");
+  check_mpi(MPI_Bcast(tensor.data_ptr(), bytes, MPI_BYTE, root, comm_), "MPI_Bcast");
+}
+
+void MpiCommunicator::do_scatter(const at::Tensor& input, at::Tensor& output, int root) {
+  const int bytes = to_mpi_count(output.nbytes(), "MPI_Scatter", "bytes of one rank");
+  const void* send = rank_ == root ? input.data_ptr() : nullptr;
+  check_mpi(MPI_Scatter(send, bytes, MPI_BYTE, output.data_ptr(), bytes, MPI_BYTE, root, comm_),
+            "MPI_Scatter");
+}
+
+void MpiCommunicator::do_send(const at::Tensor& tensor, int peer, int tag) {
+  const int bytes = to_mpi_count(tensor.nbytes(), "MPI_Send", "bytes");
+  check_mpi(MPI_Send(tensor.data_ptr(), bytes, MPI_BYTE, peer, tag, comm_), "MPI_Send");
+}
+
+void MpiCommunicator::do_recv(at::Tensor& tensor, int peer, int tag) {
+  const int bytes = to_mpi_count(tensor.nbytes(), "MPI_Recv", "bytes");
+  MPI_Status status;
+  check_mpi(MPI_Recv(tensor.data_ptr(), bytes, MPI_BYTE, peer, tag, comm_, &status), "MPI_Recv");
+  // A shorter message fits without complaint from MPI but would leave the
+  // tail of `tensor` stale.
+  int received = 0;
+  check_mpi(MPI_Get_count(&status, MPI_BYTE, &received), "MPI_Get_count");
+  DTENSOR_CHECK(received == bytes, "recv: message from rank ", peer, " with tag ", tag,
+                ": expected ", bytes, " bytes (the tensor's size), found ", received);
+}
+
+// ---- Synchronization and groups -------------------------------------------
+
+void MpiCommunicator::do_barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &part),
+            "MPI_Comm_split");
+  if (part == MPI_COMM_NULL) return nullptr;
+  return std::shared_ptr<MpiCommunicator>(new MpiCommunicator(Adopt{}, part));
+}
+
+namespace {
+
+std::shared_ptr<Communicator> make_mpi_world_communicator() { return MpiCommunicator::world(); }
+
+}  // namespace
+
+DTENSOR_REGISTER_COMMUNICATOR_BACKEND("mpi", make_mpi_world_communicator);
+
+}  // namespace dtensor

@@ -1,0 +1,124 @@
+// Copyright 2026 The dtensor Authors.
+//
+// mesh/mpi_communicator.h: the "mpi" backend, CPU tensors across processes
+// and hosts.
+//
+// An `MpiCommunicator` runs every collective of `Communicator` as the native
+// MPI collective (MPI_Allreduce, MPI_Allgatherv, MPI_Reduce_scatter_block,
+// MPI_Alltoallv, ...) straight on the tensors' memory, with no staging copy.
+// Start the program under `mpirun` and take the world communicator:
+//
+//   auto world = dtensor::MpiCommunicator::world();  // or make_world_communicator("mpi")
+//   at::Tensor t = at::full({4}, world->rank());
+//   world->all_reduce(t, dtensor::ReduceOp::kSum);
+//
+// or wrap a communicator that the application already has; the wrapper works
+// on its own duplicate, so its traffic never mixes with the application's:
+//
+//   MPI_Comm_split(MPI_COMM_WORLD, color, key, &app_comm);
+//   dtensor::MpiCommunicator comm(app_comm);
+//
+// MPI life cycle: `world()` initializes MPI (asking for MPI_THREAD_MULTIPLE)
+// when nobody has, and then finalizes it at process exit; an application
+// that initialized MPI itself also finalizes it itself. A communicator
+// outliving MPI_Finalize is harmless: it no longer frees its handle.
+//
+// Reductions: every dtype that `check_reduce_op_supports` accepts, including
+// bfloat16 and float16 (reduced in their own precision by user-defined MPI
+// operations) and bool (max/min/band/bor/bxor). `kAvg` sums, then divides by
+// size() locally.
+//
+// Limits: MPI counts are `int`. Reductions count elements; data movement
+// counts bytes, and the byte displacements of the `_v` variants reach the end
+// of the buffer, so all_gather_v and all_to_all_v buffers and every per-rank
+// piece must stay under 2 GiB. Exceeding it throws dtensor::Error before
+// anything is sent. MPI failures throw dtensor::Error with MPI's message
+// (communicators made here use MPI_ERRORS_RETURN).
+//
+// Thread safety: distinct communicators may be used from distinct threads
+// when MPI provides MPI_THREAD_MULTIPLE (`MpiCommunicator::thread_level()`);
+// one communicator serves one thread at a time, as MPI requires.
+#pragma once
+
+// dtensor uses MPI's C interface only; keep Open MPI's and MPICH's deprecated
+// C++ bindings out so nothing needs libmpi_cxx.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "mesh/communicator.h"
+
+namespace dtensor {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Wraps a duplicate of `comm` (MPI must be initialized). `comm` stays the
+  // caller's to free; the duplicate is freed with this object.
+  explicit MpiCommunicator(MPI_Comm comm);
+  ~MpiCommunicator() override;
+
+  // The process-wide communicator over MPI_COMM_WORLD, created on first use
+  // (initializing MPI if needed) and shared afterwards. Backs "mpi" in
+  // make_world_communicator.
+  static std::shared_ptr<MpiCommunicator> world();
+
+  // The thread support MPI provided (MPI_THREAD_SINGLE ... MULTIPLE).
+  static int thread_level();
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view backend_name() const override { return "mpi"; }
+  c10::Device device() const override { return c10::Device(c10::kCPU); }
+
+  // This object's own MPI communicator, e.g. to bootstrap another library on
+  // the same group. Do not free it.
+  MPI_Comm native_handle() const { return comm_; }
+
+ protected:
+  void do_all_reduce(at::Tensor& tensor, ReduceOp op) override;
+  void do_all_gather(const at::Tensor& input, at::Tensor& output) override;
+  void do_all_gather_v(const at::Tensor& input, at::Tensor& output,
+                       const std::vector<int64_t>& numel_per_rank) override;
+  void do_reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override;
+  void do_reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
+                           const std::vector<int64_t>& numel_per_rank, ReduceOp op) override;
+  void do_all_to_all(const at::Tensor& input, at::Tensor& output) override;
+  void do_all_to_all_v(const at::Tensor& input, const std::vector<int64_t>& send_numel,
+                       at::Tensor& output, const std::vector<int64_t>& recv_numel) override;
+  void do_broadcast(at::Tensor& tensor, int root) override;
+  void do_scatter(const at::Tensor& input, at::Tensor& output, int root) override;
+  void do_send(const at::Tensor& tensor, int peer, int tag) override;
+  void do_recv(at::Tensor& tensor, int peer, int tag) override;
+  void do_barrier() override;
+  std::shared_ptr<Communicator> do_split(int color, int key) override;
+
+ private:
+  struct Adopt {};
+  // Takes ownership of `comm` as is (results of MPI_Comm_split).
+  MpiCommunicator(Adopt, MPI_Comm comm);
+
+  // Divides by size() after a kAvg reduction went through MPI as a sum.
+  void finish_average(at::Tensor& tensor, ReduceOp op) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 0;
+};
+
+namespace mpi_internal {
+
+// `value` as an MPI count; throws dtensor::Error naming `call` and `what`
+// when it does not fit in an int.
+int to_mpi_count(int64_t value, std::string_view call, std::string_view what);
+
+}  // namespace mpi_internal
+}  // namespace dtensor

@@ -1,0 +1,61 @@
+// Copyright 2026 The dtensor Authors.
+#include "mesh/reduce_op.h"
+
+#include <array>
+#include <utility>
+
+#include "dtensor/base/check.h"
+
+namespace dtensor {
+namespace {
+
+constexpr std::array<std::pair<ReduceOp, std::string_view>, 8> kNames = {{
+    {ReduceOp::kSum, "sum"},
+    {ReduceOp::kAvg, "avg"},
+    {ReduceOp::kMax, "max"},
+    {ReduceOp::kMin, "min"},
+    {ReduceOp::kProduct, "product"},
+    {ReduceOp::kBand, "band"},
+    {ReduceOp::kBor, "bor"},
+    {ReduceOp::kBxor, "bxor"},
+}};
+
+}  // namespace
+
+std::string_view reduce_op_name(ReduceOp op) {
+  for (const auto& [candidate, name] : kNames) {
+    if (candidate == op) return name;
+  }
+  DTENSOR_CHECK(false, "reduce_op_name: expected a ReduceOp enumerator, found value ",
+                static_cast<int>(op));
+}
+
+ReduceOp parse_reduce_op(std::string_view name) {
+  for (const auto& [op, candidate] : kNames) {
+    if (candidate == name) return op;
+  }
+  DTENSOR_CHECK(false, "reduce op: expected one of sum, avg, max, min, product, band, bor, bxor;",
+                " found \"", name, "\"");
+}
+
+bool is_bitwise(ReduceOp op) {
+  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+}
+
+void check_reduce_op_supports(ReduceOp op, c10::ScalarType dtype, std::string_view context) {
+  DTENSOR_CHECK(!c10::isComplexType(dtype) && !c10::isQIntType(dtype), context,
+                ": expected a real dtype to reduce, found ", dtype);
+  const bool integral = c10::isIntegralType(dtype, /*includeBool=*/true);
+  if (is_bitwise(op)) {
+    DTENSOR_CHECK(integral, context, ": reduce op ", reduce_op_name(op),
+                  " expects an integer or bool dtype, found ", dtype);
+  } else if (op == ReduceOp::kAvg) {
+    DTENSOR_CHECK(c10::isFloatingType(dtype), context,
+                  ": reduce op avg expects a floating dtype, found ", dtype);
+  } else if (dtype == c10::ScalarType::Bool) {
+    DTENSOR_CHECK(op == ReduceOp::kMax || op == ReduceOp::kMin, context, ": reduce op ",
+                  reduce_op_name(op), " on bool: expected max, min, band, bor or bxor");
+  }
+}
+
+}  // namespace dtensor

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Copyright 2026 The dtensor Authors.
+#
+# The one script every session runs on the lent GPU machine (Ubuntu 24.04,
+# pip libtorch with CUDA in /opt/torch/.venv, Open MPI, NCCL, GoogleTest and
+# Google Benchmark installed, no network, no Abseil). It configures dtensor
+# with the NCCL backend into build-gpu, builds everything, runs every CTest
+# test (labels gpu and mpi included) and, with --bench, the NCCL collective
+# benchmark. Logs go to $OUT when set (the run tool brings them back), else to
+# build-gpu/gpu-logs. Ends with a short summary; exits non-zero when a step
+# failed.
+#
+# Abseil comes from .deps/absl, made on the build machine by
+# scripts/fetch_gpu_deps.sh and carried along:
+#
+#   run(command="bash scripts/gpu_check.sh --bench", carry=[".deps/absl"])
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${repo_root}"
+
+run_bench=0
+for arg in "$@"; do
+  case "${arg}" in
+    --bench) run_bench=1 ;;
+    *) echo "gpu_check: unknown argument ${arg} (expected --bench)" >&2; exit 2 ;;
+  esac
+done
+
+build_dir="${repo_root}/build-gpu"
+log_dir="${OUT:-${build_dir}/gpu-logs}"
+mkdir -p "${log_dir}"
+jobs="${DTENSOR_GPU_JOBS:-16}"
+declare -a summary=()
+status=0
+
+step() { echo; echo "==== gpu_check: $*"; }
+# Runs "$@" with its output in the log $1 (and on the console); records the
+# outcome in the summary instead of stopping, so that later steps still run.
+record() {
+  local name="$1"; shift
+  local log="${log_dir}/${name}.log"
+  local start=${SECONDS}
+  step "${name}: $*"
+  if "$@" 2>&1 | tee "${log}"; then
+    summary+=("PASS  ${name} ($((SECONDS - start)) s)")
+    return 0
+  fi
+  summary+=("FAIL  ${name} ($((SECONDS - start)) s, log: ${log})")
+  status=1
+  return 1
+}
+# shellcheck disable=SC2317  # called through the EXIT trap
+print_summary() {
+  echo
+  echo "==== gpu_check summary ($(date -u +%FT%TZ), logs in ${log_dir})"
+  local line
+  for line in "${summary[@]}"; do echo "  ${line}"; done
+  if [[ -f "${log_dir}/ctest.log" ]]; then
+    grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\*\*\*" "${log_dir}/ctest.log" \
+      | sed 's/^/  /' || true
+  fi
+  echo "  overall: $([[ ${status} == 0 ]] && echo PASS || echo FAIL)"
+}
+trap print_summary EXIT
+
+step "machine"
+nvidia-smi 2>&1 | tee "${log_dir}/nvidia-smi.log" || { echo "gpu_check: nvidia-smi failed"; status=1; }
+nproc; free -g | head -2 || true
+
+step "toolchain"
+python="/opt/torch/.venv/bin/python3"
+[[ -x "${python}" ]] || python="$(command -v python3)"
+torch_prefix="$("${python}" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+"${python}" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+  "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "n/a",
+  "devices", torch.cuda.device_count())' 2>&1 | tee "${log_dir}/torch.log" || true
+g++ --version | head -1
+cmake --version | head -1
+command -v mpirun && mpirun --version 2>&1 | head -1
+grep -E "define NCCL_(MAJOR|MINOR|PATCH)" /usr/include/nccl.h 2>/dev/null || echo "no /usr/include/nccl.h"
+
+absl_prefix="${repo_root}/.deps/absl/usr"
+if [[ ! -d "${absl_prefix}" ]]; then
+  echo "gpu_check: ${absl_prefix} missing: run scripts/fetch_gpu_deps.sh on the build machine" \
+       "and carry .deps/absl" >&2
+  exit 1
+fi
+export LD_LIBRARY_PATH="${absl_prefix}/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+cuda_root=""
+for candidate in /usr/local/cuda /usr/local/cuda-13.0 /usr/lib/cuda; do
+  [[ -d "${candidate}" ]] && { cuda_root="${candidate}"; break; }
+done
+
+configure_args=(
+  -S "${repo_root}" -B "${build_dir}"
+  -DCMAKE_BUILD_TYPE=Release
+  -DDTENSOR_WITH_NCCL=ON
+  "-DCMAKE_PREFIX_PATH=${torch_prefix};${absl_prefix}"
+  -DPython3_EXECUTABLE="${python}"
+)
+[[ -n "${cuda_root}" ]] && configure_args+=("-DCUDAToolkit_ROOT=${cuda_root}")
+command -v ninja >/dev/null && configure_args+=(-G Ninja)
+
+if record configure cmake "${configure_args[@]}" \
+   && record build cmake --build "${build_dir}" -j "${jobs}"; then
+  step "which NCCL the library loads (a CUDA libtorch may bring its own)"
+  ldd "${build_dir}/libdtensor.so" 2>&1 | grep -E "nccl|cudart|torch_cuda" \
+    | tee "${log_dir}/ldd.log" || true
+  record ctest ctest --test-dir "${build_dir}" --output-on-failure --timeout 900 -j 1 || true
+  if [[ ${run_bench} == 1 ]]; then
+    bench="${build_dir}/benchmarks/collective_bench"
+    if [[ -x "${bench}" ]]; then
+      record bench_nccl mpirun -np 1 "${bench}" --backend=nccl \
+        "--benchmark_out=${log_dir}/collective_bench_nccl.json" --benchmark_out_format=json || true
+    else
+      summary+=("SKIP  bench_nccl (${bench} not built)")
+    fi
+  fi
+fi
+exit "${status}"

@@ -1,0 +1,192 @@
+// Copyright 2026 The dtensor Authors.
+#include "mesh/local_communicator.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "tests/support/collective_cases.h"
+#include "tests/support/expect_error.h"
+
+namespace dtensor {
+namespace {
+
+class LocalCollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalCollectivesTest, EveryCollectiveIsExact) {
+  run_ranks(GetParam(), [](int) { testing::run_all_collective_cases(*local_world()); });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, LocalCollectivesTest, ::testing::Range(1, 9));
+
+TEST(LocalCommunicatorTest, WorldIsTheRegisteredLocalBackend) {
+  run_ranks(3, [](int rank) {
+    auto world = make_world_communicator("local");
+    EXPECT_EQ(world->rank(), rank);
+    EXPECT_EQ(world->size(), 3);
+    EXPECT_EQ(world->backend_name(), "local");
+    EXPECT_TRUE(world->device().is_cpu());
+  });
+}
+
+TEST(LocalCommunicatorTest, OutsideRunRanksIsAnError) {
+  DTENSOR_EXPECT_ERROR(local_world(), "expected to be called on a rank thread");
+  DTENSOR_EXPECT_ERROR(make_world_communicator("local"), "rank thread of dtensor::run_ranks");
+}
+
+TEST(LocalCommunicatorTest, UnknownBackendNamesTheKnownOnes) {
+  DTENSOR_EXPECT_ERROR(make_world_communicator("gloo"), "found \"gloo\"");
+  DTENSOR_EXPECT_ERROR(make_world_communicator("gloo"), "local");
+}
+
+TEST(LocalCommunicatorTest, InvalidWorldSize) {
+  DTENSOR_EXPECT_ERROR(run_ranks(0, [](int) {}), "world_size: expected at least 1, found 0");
+}
+
+TEST(LocalCommunicatorTest, TagsMatchMessagesOutOfOrder) {
+  run_ranks(2, [](int rank) {
+    auto world = local_world();
+    if (rank == 0) {
+      world->send(at::full({2}, 1.0), 1, /*tag=*/7);
+      world->send(at::full({2}, 2.0), 1, /*tag=*/3);
+    } else {
+      at::Tensor first = at::zeros({2});
+      at::Tensor second = at::zeros({2});
+      world->recv(first, 0, /*tag=*/3);
+      world->recv(second, 0, /*tag=*/7);
+      EXPECT_TRUE(at::equal(first, at::full({2}, 2.0)));
+      EXPECT_TRUE(at::equal(second, at::full({2}, 1.0)));
+    }
+  });
+}
+
+TEST(LocalCommunicatorTest, RecvOfWrongSizeNamesBothSides) {
+  EXPECT_THROW(run_ranks(2,
+                         [](int rank) {
+                           auto world = local_world();
+                           if (rank == 0) {
+                             world->send(at::ones({3}), 1);
+                           } else {
+                             at::Tensor buffer = at::zeros({4});
+                             DTENSOR_EXPECT_ERROR(world->recv(buffer, 0),
+                                                  "expected 4 elements of Float, found a message "
+                                                  "of 3 elements");
+                             throw Error("rethrown to end the world");
+                           }
+                         }),
+               Error);
+}
+
+TEST(LocalCommunicatorTest, RanksCallingDifferentCollectivesAllThrow) {
+  std::atomic<int> errors{0};
+  run_ranks(3, [&](int rank) {
+    auto world = local_world();
+    at::Tensor t = at::ones({4});
+    try {
+      if (rank == 1) {
+        world->broadcast(t, 0);
+      } else {
+        world->all_reduce(t, ReduceOp::kSum);
+      }
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("ranks disagree on a collective"),
+                std::string::npos)
+          << error.what();
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 3);
+}
+
+TEST(LocalCommunicatorTest, RanksDisagreeingOnSizesAllThrow) {
+  std::atomic<int> errors{0};
+  run_ranks(2, [&](int rank) {
+    at::Tensor t = at::ones({rank == 0 ? 4 : 5});
+    try {
+      local_world()->all_reduce(t, ReduceOp::kSum);
+    } catch (const Error& error) {
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 2);
+}
+
+TEST(LocalCommunicatorTest, MismatchedAllToAllCountsAllThrow) {
+  std::atomic<int> errors{0};
+  run_ranks(2, [&](int rank) {
+    // Rank 0 sends 2 rows to rank 1, which expects 1.
+    const std::vector<int64_t> send = {1, rank == 0 ? 2 : 1};
+    const std::vector<int64_t> recv = {1, 1};
+    at::Tensor input = at::zeros({send[0] + send[1]});
+    at::Tensor output = at::zeros({2});
+    try {
+      local_world()->all_to_all_v(input, send, output, recv);
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("rank 0 sends 2 elements to rank 1, which expects 1"),
+                std::string::npos)
+          << error.what();
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 2);
+}
+
+TEST(LocalCommunicatorTest, FailingRankReleasesPeersAndIsRethrown) {
+  try {
+    run_ranks(4, [](int rank) {
+      if (rank == 2) throw std::runtime_error("rank two gave up");
+      at::Tensor t = at::ones({1});
+      local_world()->all_reduce(t, ReduceOp::kSum);  // would wait forever for rank 2
+    });
+    ADD_FAILURE() << "expected the failure of rank 2 to be rethrown";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "rank two gave up");
+  }
+}
+
+TEST(LocalCommunicatorTest, FailureReleasesPeersWaitingInASubGroup) {
+  try {
+    run_ranks(4, [](int rank) {
+      auto pair = local_world()->split(rank / 2, rank);
+      if (rank == 3) throw std::runtime_error("rank three gave up");
+      at::Tensor t = at::ones({1});
+      pair->all_reduce(t, ReduceOp::kSum);  // rank 2 waits for rank 3
+    });
+    ADD_FAILURE() << "expected the failure of rank 3 to be rethrown";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "rank three gave up");
+  }
+}
+
+TEST(LocalCommunicatorTest, MissingRankTimesOut) {
+  ::setenv("DTENSOR_LOCAL_TIMEOUT_SECONDS", "1", 1);
+  try {
+    run_ranks(2, [](int rank) {
+      if (rank == 0) local_world()->barrier();
+    });
+    ADD_FAILURE() << "expected a timeout";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("timed out after 1 s in barrier"), std::string::npos)
+        << error.what();
+  }
+  ::unsetenv("DTENSOR_LOCAL_TIMEOUT_SECONDS");
+}
+
+TEST(LocalCommunicatorTest, SplitGroupsAreIndependent) {
+  run_ranks(6, [](int rank) {
+    auto world = local_world();
+    auto trio = world->split(rank / 3, rank);
+    auto pair = world->split(rank % 3, rank);
+    at::Tensor a = at::full({1}, static_cast<double>(rank));
+    at::Tensor b = a.clone();
+    trio->all_reduce(a, ReduceOp::kSum);
+    pair->all_reduce(b, ReduceOp::kMax);
+    EXPECT_EQ(a.item<double>(), rank < 3 ? 0 + 1 + 2 : 3 + 4 + 5);
+    EXPECT_EQ(b.item<double>(), rank % 3 + 3);
+  });
+}
+
+}  // namespace
+}  // namespace dtensor

@@ -1,0 +1,36 @@
+// Copyright 2026 The dtensor Authors.
+#include "mesh/reduce_op.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/expect_error.h"
+
+namespace dtensor {
+namespace {
+
+TEST(ReduceOpTest, NamesRoundTrip) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin,
+                      ReduceOp::kProduct, ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor}) {
+    EXPECT_EQ(parse_reduce_op(reduce_op_name(op)), op);
+  }
+  EXPECT_EQ(reduce_op_name(ReduceOp::kProduct), "product");
+}
+
+TEST(ReduceOpTest, UnknownNameListsValidOnes) {
+  DTENSOR_EXPECT_ERROR(parse_reduce_op("mean"), "expected one of sum, avg, max");
+  DTENSOR_EXPECT_ERROR(parse_reduce_op("mean"), "found \"mean\"");
+}
+
+TEST(ReduceOpTest, DtypeSupport) {
+  EXPECT_NO_THROW(check_reduce_op_supports(ReduceOp::kSum, at::kBFloat16, "t"));
+  EXPECT_NO_THROW(check_reduce_op_supports(ReduceOp::kBxor, at::kBool, "t"));
+  EXPECT_NO_THROW(check_reduce_op_supports(ReduceOp::kMax, at::kBool, "t"));
+  DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kAvg, at::kInt, "t"), "floating");
+  DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kBor, at::kHalf, "t"), "integer or bool");
+  DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kSum, at::kBool, "t"), "on bool");
+  DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kSum, at::kComplexFloat, "t"),
+                       "expected a real dtype");
+}
+
+}  // namespace
+}  // namespace dtensor

@@ -1,0 +1,355 @@
+// Copyright 2026 The dtensor Authors.
+#include "tests/support/collective_cases.h"
+
+#include <numeric>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "tests/support/expect_error.h"
+
+namespace dtensor::testing {
+namespace {
+
+// Small integers in [-3, 7] that differ by rank and position.
+at::Tensor rank_values(int rank, at::IntArrayRef shape, int64_t salt = 0) {
+  int64_t numel = 1;
+  for (int64_t extent : shape) numel *= extent;
+  return ((at::arange(numel, at::kLong) * 3 + rank * 7 + salt) % 11 - 3).reshape(shape);
+}
+
+// 1 or 2, so that a product over 8 ranks (at most 256) is exact in every dtype.
+at::Tensor product_values(int rank, at::IntArrayRef shape) {
+  return (rank_values(rank, shape) % 2).abs() + 1;
+}
+
+at::Tensor on(const Communicator& comm, const at::Tensor& values, c10::ScalarType dtype) {
+  return values.to(at::TensorOptions().dtype(dtype).device(comm.device()));
+}
+
+void expect_same(const at::Tensor& actual, const at::Tensor& expected, c10::ScalarType dtype) {
+  const at::Tensor got = actual.cpu();
+  const at::Tensor want = expected.to(dtype);
+  EXPECT_EQ(got.scalar_type(), dtype);
+  EXPECT_EQ(got.sizes(), want.sizes());
+  EXPECT_TRUE(got.sizes() == want.sizes() && at::equal(got, want))
+      << "got\n" << got << "\nexpected\n" << want;
+}
+
+std::vector<int64_t> rows_per_rank(int n, int64_t (*rows)(int)) {
+  std::vector<int64_t> counts(n);
+  for (int p = 0; p < n; ++p) counts[p] = rows(p);
+  return counts;
+}
+
+int64_t total(const std::vector<int64_t>& counts) {
+  return std::accumulate(counts.begin(), counts.end(), int64_t{0});
+}
+
+std::vector<int64_t> with_rows(int64_t rows, at::IntArrayRef trailing) {
+  std::vector<int64_t> shape{rows};
+  shape.insert(shape.end(), trailing.begin(), trailing.end());
+  return shape;
+}
+
+// The single-process result of reducing every rank's `make(rank)` with `op`.
+template <typename Make>
+at::Tensor reduce_all_ranks(int n, ReduceOp op, Make make) {
+  at::Tensor acc = make(0).to(at::kDouble);
+  for (int p = 1; p < n; ++p) {
+    const at::Tensor term = make(p).to(at::kDouble);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc = acc + term;
+        break;
+      case ReduceOp::kMax:
+        acc = at::maximum(acc, term);
+        break;
+      case ReduceOp::kMin:
+        acc = at::minimum(acc, term);
+        break;
+      case ReduceOp::kProduct:
+        acc = acc * term;
+        break;
+      default:
+        ADD_FAILURE() << "reduce_all_ranks: bitwise ops are checked separately";
+    }
+  }
+  return op == ReduceOp::kAvg ? acc / n : acc;
+}
+
+std::vector<ReduceOp> arithmetic_ops(c10::ScalarType dtype) {
+  std::vector<ReduceOp> ops{ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct};
+  if (c10::isFloatingType(dtype)) ops.push_back(ReduceOp::kAvg);
+  return ops;
+}
+
+}  // namespace
+
+const std::vector<c10::ScalarType>& collective_test_dtypes() {
+  static const std::vector<c10::ScalarType> dtypes{at::kFloat, at::kBFloat16, at::kHalf,
+                                                   at::kLong};
+  return dtypes;
+}
+
+void check_all_reduce(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const std::vector<std::vector<int64_t>> shapes{{5}, {0}, {}, {2, 3}, {37}};
+  for (ReduceOp op : arithmetic_ops(dtype)) {
+    for (const std::vector<int64_t>& shape : shapes) {
+      SCOPED_TRACE(::testing::Message() << "all_reduce " << reduce_op_name(op) << " shape "
+                                        << c10::IntArrayRef(shape));
+      // avg data is a multiple of n, so the mean is exact whatever the backend's
+      // order of division.
+      auto make = [&](int rank) {
+        if (op == ReduceOp::kProduct) return product_values(rank, shape);
+        return op == ReduceOp::kAvg ? rank_values(rank, shape) * n : rank_values(rank, shape);
+      };
+      at::Tensor tensor = on(comm, make(comm.rank()), dtype);
+      comm.all_reduce(tensor, op);
+      expect_same(tensor, reduce_all_ranks(n, op, make), dtype);
+    }
+  }
+}
+
+void check_bitwise_all_reduce(Communicator& comm) {
+  const int n = comm.size();
+  for (c10::ScalarType dtype : {at::kLong, at::kInt}) {
+    for (ReduceOp op : {ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor}) {
+      SCOPED_TRACE(::testing::Message() << "all_reduce " << reduce_op_name(op) << " " << dtype);
+      auto make = [](int rank) { return (at::arange(16, at::kLong) * 5 + rank * 3) % 16; };
+      at::Tensor expected = make(0);
+      for (int p = 1; p < n; ++p) {
+        if (op == ReduceOp::kBand) expected = expected.bitwise_and(make(p));
+        if (op == ReduceOp::kBor) expected = expected.bitwise_or(make(p));
+        if (op == ReduceOp::kBxor) expected = expected.bitwise_xor(make(p));
+      }
+      at::Tensor tensor = on(comm, make(comm.rank()), dtype);
+      comm.all_reduce(tensor, op);
+      expect_same(tensor, expected, dtype);
+    }
+  }
+}
+
+void check_all_gather(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const std::vector<std::vector<int64_t>> shapes{{2, 3}, {}, {0, 3}, {1}};
+  for (const std::vector<int64_t>& shape : shapes) {
+    SCOPED_TRACE(::testing::Message() << "all_gather shape " << c10::IntArrayRef(shape));
+    std::vector<at::Tensor> parts;
+    for (int p = 0; p < n; ++p) parts.push_back(rank_values(p, shape).reshape(with_rows(-1, {})));
+    at::Tensor expected = at::cat(parts).reshape(
+        shape.empty() ? std::vector<int64_t>{n}
+                      : with_rows(n * shape[0], c10::IntArrayRef(shape).slice(1)));
+    at::Tensor output = on(comm, at::full(expected.sizes(), 99, at::kLong), dtype);
+    comm.all_gather(on(comm, rank_values(comm.rank(), shape), dtype), output);
+    expect_same(output, expected, dtype);
+  }
+}
+
+void check_all_gather_v(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  for (auto rows : {+[](int p) -> int64_t { return p % 3; }, +[](int) -> int64_t { return 0; },
+                    +[](int p) -> int64_t { return 2 * p + 1; }}) {
+    const std::vector<int64_t> counts = rows_per_rank(n, rows);
+    SCOPED_TRACE(::testing::Message() << "all_gather_v rows " << c10::IntArrayRef(counts));
+    std::vector<at::Tensor> parts;
+    for (int p = 0; p < n; ++p) parts.push_back(rank_values(p, {counts[p], 2}));
+    at::Tensor output = on(comm, at::full({total(counts), 2}, 99, at::kLong), dtype);
+    comm.all_gather_v(on(comm, parts[comm.rank()], dtype), output, counts);
+    expect_same(output, at::cat(parts), dtype);
+  }
+}
+
+void check_reduce_scatter(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  for (ReduceOp op : arithmetic_ops(dtype)) {
+    SCOPED_TRACE(::testing::Message() << "reduce_scatter " << reduce_op_name(op));
+    auto make = [&](int rank) {
+      if (op == ReduceOp::kProduct) return product_values(rank, {n * 2, 3});
+      at::Tensor values = rank_values(rank, {n * 2, 3});
+      return op == ReduceOp::kAvg ? values * n : values;
+    };
+    at::Tensor output = on(comm, at::full({2, 3}, 99, at::kLong), dtype);
+    comm.reduce_scatter(on(comm, make(comm.rank()), dtype), output, op);
+    expect_same(output, reduce_all_ranks(n, op, make).narrow(0, 2 * comm.rank(), 2), dtype);
+  }
+}
+
+void check_reduce_scatter_v(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const std::vector<int64_t> counts = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
+  SCOPED_TRACE(::testing::Message() << "reduce_scatter_v rows " << c10::IntArrayRef(counts));
+  const int64_t offset =
+      std::accumulate(counts.begin(), counts.begin() + comm.rank(), int64_t{0});
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    auto make = [&](int rank) { return rank_values(rank, {total(counts), 2}); };
+    at::Tensor output = on(comm, at::full({counts[comm.rank()], 2}, 99, at::kLong), dtype);
+    comm.reduce_scatter_v(on(comm, make(comm.rank()), dtype), output, counts, op);
+    expect_same(output, reduce_all_ranks(n, op, make).narrow(0, offset, counts[comm.rank()]),
+                dtype);
+  }
+}
+
+void check_all_to_all(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  std::vector<at::Tensor> blocks;
+  for (int p = 0; p < n; ++p) blocks.push_back(rank_values(p, {n * 2, 2}).narrow(0, 2 * comm.rank(), 2));
+  at::Tensor output = on(comm, at::full({n * 2, 2}, 99, at::kLong), dtype);
+  comm.all_to_all(on(comm, rank_values(comm.rank(), {n * 2, 2}), dtype), output);
+  expect_same(output, at::cat(blocks), dtype);
+}
+
+void check_all_to_all_v(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  // Rank q sends (q + 2p) % 3 rows to rank p: uneven, with empty messages.
+  auto send_counts = [n](int q) {
+    std::vector<int64_t> counts(n);
+    for (int p = 0; p < n; ++p) counts[p] = (q + 2 * p) % 3;
+    return counts;
+  };
+  const int me = comm.rank();
+  std::vector<int64_t> recv_counts(n);
+  std::vector<at::Tensor> expected_parts;
+  for (int p = 0; p < n; ++p) {
+    const std::vector<int64_t> theirs = send_counts(p);
+    recv_counts[p] = theirs[me];
+    const int64_t offset = std::accumulate(theirs.begin(), theirs.begin() + me, int64_t{0});
+    expected_parts.push_back(rank_values(p, {total(theirs), 2}).narrow(0, offset, theirs[me]));
+  }
+  at::Tensor output = on(comm, at::full({total(recv_counts), 2}, 99, at::kLong), dtype);
+  const std::vector<int64_t> mine = send_counts(me);
+  comm.all_to_all_v(on(comm, rank_values(me, {total(mine), 2}), dtype), mine, output,
+                    recv_counts);
+  expect_same(output, at::cat(expected_parts), dtype);
+}
+
+void check_broadcast(Communicator& comm, c10::ScalarType dtype) {
+  for (int root : {0, comm.size() - 1}) {
+    SCOPED_TRACE(::testing::Message() << "broadcast root " << root);
+    at::Tensor tensor = on(comm, rank_values(comm.rank(), {4, 2}), dtype);
+    comm.broadcast(tensor, root);
+    expect_same(tensor, rank_values(root, {4, 2}), dtype);
+  }
+}
+
+void check_scatter(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const int root = n / 2;
+  const at::Tensor all = rank_values(root, {n * 3, 2});
+  at::Tensor input = comm.rank() == root ? on(comm, all, dtype) : at::Tensor();
+  at::Tensor output = on(comm, at::full({3, 2}, 99, at::kLong), dtype);
+  comm.scatter(input, output, root);
+  expect_same(output, all.narrow(0, 3 * comm.rank(), 3), dtype);
+}
+
+void check_send_recv(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  if (n < 2) return;
+  const int me = comm.rank();
+  const int to = (me + 1) % n;
+  const int from = (me + n - 1) % n;
+  at::Tensor payload = on(comm, rank_values(me, {3, 2}), dtype);
+  at::Tensor received = on(comm, at::full({3, 2}, 99, at::kLong), dtype);
+  if (me % 2 == 0) {
+    comm.send(payload, to);
+    comm.recv(received, from);
+  } else {
+    comm.recv(received, from);
+    comm.send(payload, to);
+  }
+  expect_same(received, rank_values(from, {3, 2}), dtype);
+}
+
+void check_split(Communicator& comm) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  // Two groups by parity, ordered by descending rank (key = -rank).
+  std::shared_ptr<Communicator> sub = comm.split(me % 2, -me);
+  ASSERT_NE(sub, nullptr);
+  std::vector<int64_t> members;
+  for (int p = n - 1; p >= 0; --p) {
+    if (p % 2 == me % 2) members.push_back(p);
+  }
+  EXPECT_EQ(sub->size(), static_cast<int>(members.size()));
+  EXPECT_EQ(sub->rank(), std::find(members.begin(), members.end(), me) - members.begin());
+  at::Tensor mine = on(comm, at::full({1}, me, at::kLong), at::kLong);
+  at::Tensor gathered = on(comm, at::zeros({sub->size()}, at::kLong), at::kLong);
+  sub->all_gather(mine, gathered);
+  expect_same(gathered, at::tensor(members, at::kLong), at::kLong);
+
+  // A negative color joins no group.
+  std::shared_ptr<Communicator> without_zero = comm.split(me == 0 ? -1 : 0, me);
+  EXPECT_EQ(without_zero == nullptr, me == 0);
+  if (without_zero) {
+    EXPECT_EQ(without_zero->size(), n - 1);
+    EXPECT_EQ(without_zero->rank(), me - 1);
+  }
+}
+
+void check_bad_arguments_throw(Communicator& comm) {
+  const int n = comm.size();
+  auto options = at::TensorOptions().dtype(at::kFloat).device(comm.device());
+  at::Tensor transposed = at::zeros({4, 3}, options).t();
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(transposed, ReduceOp::kSum), "expected a contiguous tensor");
+  at::Tensor undefined;
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(undefined, ReduceOp::kSum), "expected a defined tensor");
+  at::Tensor longs = at::zeros({4}, options.dtype(at::kLong));
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(longs, ReduceOp::kAvg), "avg expects a floating dtype");
+  at::Tensor floats = at::zeros({4}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(floats, ReduceOp::kBand), "expects an integer or bool dtype");
+
+  at::Tensor input = at::zeros({2, 3}, options);
+  at::Tensor wrong_rows = at::zeros({2 * n + 1, 3}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_gather(input, wrong_rows), "output: expected shape");
+  at::Tensor wrong_dtype = at::zeros({2 * n, 3}, options.dtype(at::kLong));
+  DTENSOR_EXPECT_ERROR(comm.all_gather(input, wrong_dtype), "output dtype");
+
+  at::Tensor gathered = at::zeros({2 * n, 3}, options);
+  const std::vector<int64_t> too_many(n + 1, 2);
+  DTENSOR_EXPECT_ERROR(comm.all_gather_v(input, gathered, too_many), "expected one count per rank");
+  std::vector<int64_t> negative(n, 2);
+  negative[n - 1] = -1;
+  DTENSOR_EXPECT_ERROR(comm.all_gather_v(input, gathered, negative), "non-negative row count");
+
+  if (n > 1) {
+    at::Tensor odd_rows = at::zeros({n + 1, 1}, options);
+    at::Tensor odd_out = at::zeros({n + 1, 1}, options);
+    DTENSOR_EXPECT_ERROR(comm.all_to_all(odd_rows, odd_out), "multiple of the group size");
+  }
+  DTENSOR_EXPECT_ERROR(comm.broadcast(input, n), "expected a rank in [0, ");
+  DTENSOR_EXPECT_ERROR(comm.send(input, comm.rank()), "expected a rank other than this one");
+  if (comm.device().is_cuda()) {
+    at::Tensor on_cpu = at::zeros({4});
+    DTENSOR_EXPECT_ERROR(comm.all_reduce(on_cpu, ReduceOp::kSum), "expects tensors on");
+  }
+
+  // Nothing was sent, so the communicator still works.
+  at::Tensor ones = at::ones({3}, options);
+  comm.all_reduce(ones, ReduceOp::kSum);
+  expect_same(ones, at::full({3}, n, at::kLong), at::kFloat);
+}
+
+void run_all_collective_cases(Communicator& comm) {
+  for (c10::ScalarType dtype : collective_test_dtypes()) {
+    SCOPED_TRACE(::testing::Message() << "dtype " << dtype << ", rank " << comm.rank() << " of "
+                                      << comm.size() << " (" << comm.backend_name() << ")");
+    check_all_reduce(comm, dtype);
+    check_all_gather(comm, dtype);
+    check_all_gather_v(comm, dtype);
+    check_reduce_scatter(comm, dtype);
+    check_reduce_scatter_v(comm, dtype);
+    check_all_to_all(comm, dtype);
+    check_all_to_all_v(comm, dtype);
+    check_broadcast(comm, dtype);
+    check_scatter(comm, dtype);
+    check_send_recv(comm, dtype);
+  }
+  check_bitwise_all_reduce(comm);
+  check_split(comm);
+  check_bad_arguments_throw(comm);
+  comm.barrier();
+}
+
+}  // namespace dtensor::testing
