@@ -1,0 +1,65 @@
+// Copyright 2026 The dtensor Authors.
+//
+// placements/layout.h: which part of a global tensor each rank holds.
+//
+// Composes each mesh dim's `Placement::restrict`, left to right, starting from
+// every index of the global tensor, exactly as PyTorch's newest
+// compute_local_shape_and_global_offset does. For mesh (4,2), a [15,5] tensor
+// and [SS(0,2), S(0)], the ranks hold dim-0 sizes 2,2,2,2,2,2,2,1 at offsets
+// 0,8,2,10,4,12,6,14.
+//
+//   dtensor::LocalLayout layout = dtensor::compute_local_layout(
+//       {15, 5}, /*mesh_shape=*/{4, 2}, /*coordinate=*/{1, 1},
+//       dtensor::parse_placements("SS(0,2),S(0)"));
+//   layout.local_shape;     // {2, 5}
+//   layout.global_offset;   // {10, 0}
+//   layout.global_indices;  // {{10, 11}, {0, 1, 2, 3, 4}}
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "mesh/device_mesh.h"
+#include "placements/placement.h"
+
+namespace dtensor {
+
+// Checks `placements` for a tensor of `tensor_ndim` dims on a mesh of
+// `mesh_shape` and returns them normalized (negative dims resolved). Throws
+// dtensor::Error naming the problem: a count other than one per mesh dim, a
+// dim out of range, Ragged units of the wrong length, Ragged placements that
+// merge different numbers of dims, or a split of a dim merged into rows.
+std::vector<PlacementPtr> normalize_placements(const std::vector<PlacementPtr>& placements,
+                                               int64_t tensor_ndim,
+                                               const std::vector<int64_t>& mesh_shape);
+
+// How many leading dims the (normalized) placements merge into rows: the
+// Ragged placements' `dims`, or 1 (nothing merged) when there is none.
+int64_t merged_leading_dims(const std::vector<PlacementPtr>& placements);
+
+struct LocalLayout {
+  // Shape of the local tensor. Ragged placements that merge k > 1 leading
+  // dims give it ndim - k + 1 dims, the first counting flattened rows.
+  std::vector<int64_t> local_shape;
+  // Per local dim, the first global index held, or the global size of that
+  // dim when nothing is held (an empty shard's offset is the dim size).
+  std::vector<int64_t> global_offset;
+  // Per local dim, every global index held, in local order.
+  std::vector<std::vector<int64_t>> global_indices;
+  // The leading dims merged into rows (1: none).
+  int64_t merged_leading_dims = 1;
+};
+
+// The layout of the rank at `coordinate` of a mesh of `mesh_shape`.
+LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
+                                 const std::vector<int64_t>& mesh_shape,
+                                 const std::vector<int64_t>& coordinate,
+                                 const std::vector<PlacementPtr>& placements);
+
+// The calling rank's local shape and global offset on `mesh`.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> compute_local_shape_and_global_offset(
+    const std::vector<int64_t>& global_shape, const DeviceMesh& mesh,
+    const std::vector<PlacementPtr>& placements);
+
+}  // namespace dtensor

@@ -1,0 +1,37 @@
+// Copyright 2026 The dtensor Authors.
+#include "placements/partial.h"
+
+#include "absl/hash/hash.h"
+#include "dtensor/base/check.h"
+#include "placements/parse.h"
+
+namespace dtensor {
+
+PlacementPtr Partial::make(ReduceOp op) { return std::make_shared<const Partial>(op); }
+
+std::string Partial::to_string() const { return "P(" + std::string(reduce_op_name(op_)) + ")"; }
+
+bool Partial::equals(const Placement& other) const {
+  const auto* partial = dynamic_cast<const Partial*>(&other);
+  return partial != nullptr && partial->op_ == op_;
+}
+
+size_t Partial::hash() const { return absl::HashOf(std::string_view("P"), static_cast<int>(op_)); }
+
+namespace {
+
+PlacementPtr parse_partial(const PlacementArguments& arguments) {
+  arguments.expect_count(0, 1);
+  if (arguments.size() == 0) return Partial::make(ReduceOp::kSum);
+  const std::string op = arguments.name(0, "op");
+  try {
+    return Partial::make(parse_reduce_op(op));
+  } catch (const Error&) {
+    arguments.fail(0, "op", "one of sum, avg, max, min, product, band, bor, bxor");
+  }
+}
+
+DTENSOR_REGISTER_PLACEMENT_SPELLING("P", parse_partial);
+
+}  // namespace
+}  // namespace dtensor

@@ -1,0 +1,72 @@
+// Copyright 2026 The dtensor Authors.
+#include "placements/placement.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/hash/hash.h"
+#include "dtensor/base/check.h"
+
+namespace dtensor {
+
+LayoutIndices::LayoutIndices(const std::vector<int64_t>& global_shape, int64_t merged)
+    : tensor_ndim_(static_cast<int64_t>(global_shape.size())), merged_(std::max<int64_t>(merged, 1)) {
+  DTENSOR_CHECK(merged_ <= std::max<int64_t>(tensor_ndim_, 1), "layout: expected at most ",
+                tensor_ndim_, " leading dims to merge for a ", tensor_ndim_,
+                "-D tensor, found ", merged_);
+  if (tensor_ndim_ == 0) return;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < merged_; ++d) rows *= global_shape[d];
+  lists_.emplace_back(rows);
+  for (int64_t d = merged_; d < tensor_ndim_; ++d) lists_.emplace_back(global_shape[d]);
+  for (std::vector<int64_t>& list : lists_) std::iota(list.begin(), list.end(), int64_t{0});
+}
+
+int64_t LayoutIndices::list_of(int64_t dim) const {
+  DTENSOR_CHECK(dim >= 0 && dim < tensor_ndim_, "layout: expected a tensor dim in [0, ",
+                tensor_ndim_, "), found ", dim);
+  DTENSOR_CHECK(merged_ == 1 || dim >= merged_, "layout: tensor dim ", dim,
+                " is merged into the rows of a Ragged placement over the leading ", merged_,
+                " dims; expected a placement to split a dim >= ", merged_);
+  return dim == 0 ? 0 : dim - merged_ + 1;
+}
+
+std::vector<int64_t>& LayoutIndices::along(int64_t dim) { return lists_[list_of(dim)]; }
+
+const std::vector<int64_t>& LayoutIndices::along(int64_t dim) const {
+  return lists_[list_of(dim)];
+}
+
+bool same_placements(const std::vector<PlacementPtr>& a, const std::vector<PlacementPtr>& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(),
+                    [](const PlacementPtr& x, const PlacementPtr& y) { return *x == *y; });
+}
+
+std::string placements_to_string(const std::vector<PlacementPtr>& placements) {
+  std::string out;
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (i) out += ",";
+    out += placements[i]->to_string();
+  }
+  return out;
+}
+
+size_t PlacementListHash::operator()(const std::vector<PlacementPtr>& placements) const {
+  size_t h = placements.size();
+  for (const PlacementPtr& p : placements) h = absl::HashOf(h, p->hash());
+  return h;
+}
+
+ChunkRange torch_chunk_range(int64_t length, int64_t n, int64_t r) {
+  const int64_t chunk = n == 0 ? 0 : (length + n - 1) / n;
+  const int64_t begin = std::min(length, chunk * r);
+  return {begin, std::min(length, begin + chunk)};
+}
+
+void keep_range(std::vector<int64_t>& indices, ChunkRange range) {
+  indices.erase(indices.begin() + range.end, indices.end());
+  indices.erase(indices.begin(), indices.begin() + range.begin);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,138 @@
+// Copyright 2026 The dtensor Authors.
+//
+// placements/placement.h: how one mesh dim lays a tensor out, and the contract
+// a user-defined placement implements.
+//
+// A DTensor carries one `Placement` per mesh dim, read left to right: mesh
+// dim 0 splits the global tensor, mesh dim 1 splits each piece, and so on.
+// The built-in kinds are `Replicate` ("R"), `Shard(d)` ("S(d)"),
+// `Partial(op)` ("P(sum)"), `StridedShard(d, sf)` ("SS(d,sf)") and
+// `Ragged(dims, units)` ("RG(dims=1,units=[1,2,1,0])"); each lives, whole, in
+// its own file beside this one.
+//
+// The layout contract is one function, `restrict`: given the global indices
+// a rank holds so far along every tensor dim (in local order), keep those that
+// coordinate `r` of a mesh dim of `n` ranks holds. Composing `restrict` over
+// the mesh dims gives every rank's local shape, global offset and global index
+// lists (placements/layout.h). A user placement that implements it gets
+// distribute, full_tensor and redistribute to and from every other placement
+// through the generic path; it may register faster transitions later.
+//
+// Code never asks "is this a Shard?" by casting: it asks the questions below
+// (`split_dim`, `is_partial`, ...), so a new placement is treated by what it
+// declares, and a StridedShard is never mistaken for a Shard.
+//
+//   dtensor::PlacementPtr p = dtensor::Shard::make(0);
+//   p->to_string();                               // "S(0)"
+//   *p == *dtensor::parse_placement("S(0)");      // true
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "mesh/reduce_op.h"
+
+namespace dtensor {
+
+// The global indices a rank holds along every tensor dim, in the order its
+// local tensor stores them: the local tensor is the sub-tensor at their
+// product. When a Ragged placement merges the leading `merged` dims into rows,
+// those dims share one list of flattened row numbers and the local tensor has
+// shape [rows, trailing dims...].
+class LayoutIndices {
+ public:
+  // Every index of `global_shape`, with its leading `merged` dims merged
+  // (merged <= 1 merges nothing).
+  LayoutIndices(const std::vector<int64_t>& global_shape, int64_t merged);
+
+  int64_t tensor_ndim() const { return tensor_ndim_; }
+  int64_t merged() const { return merged_; }
+  // The indices held along tensor dim `dim` (normalized, >= 0). Throws when
+  // `dim` was merged into rows: no placement may split it on its own.
+  std::vector<int64_t>& along(int64_t dim);
+  const std::vector<int64_t>& along(int64_t dim) const;
+  // The (flattened) leading rows: what a Ragged placement splits.
+  std::vector<int64_t>& rows() { return lists_[0]; }
+  // One list per dim of the local tensor.
+  const std::vector<std::vector<int64_t>>& lists() const { return lists_; }
+
+ private:
+  int64_t list_of(int64_t dim) const;
+
+  int64_t tensor_ndim_;
+  int64_t merged_;
+  std::vector<std::vector<int64_t>> lists_;
+};
+
+class Placement;
+using PlacementPtr = std::shared_ptr<const Placement>;
+
+class Placement {
+ public:
+  virtual ~Placement() = default;
+
+  // The spelling `parse_placement` reads back, e.g. "S(0)".
+  virtual std::string to_string() const = 0;
+  // Same kind and same parameters.
+  virtual bool equals(const Placement& other) const = 0;
+  virtual size_t hash() const = 0;
+
+  // Every rank holds the whole (current piece of the) tensor.
+  virtual bool is_replicate() const { return false; }
+  // Ranks hold terms of a pending reduction; `partial_op` says which.
+  virtual bool is_partial() const { return false; }
+  virtual std::optional<ReduceOp> partial_op() const { return std::nullopt; }
+  // The tensor dim whose indices this placement splits, if any (Shard,
+  // StridedShard and dim-splitting user placements). Only meaningful after
+  // `normalized`, which resolves negative dims.
+  virtual std::optional<int64_t> split_dim() const { return std::nullopt; }
+  // How many leading tensor dims this placement merges into one before it
+  // splits (Ragged); 0 for every placement that works dim by dim.
+  virtual int64_t merged_leading_dims() const { return 0; }
+
+  // This placement for a tensor of `tensor_ndim` dims: resolves negative dims
+  // and throws dtensor::Error if it cannot apply (e.g. a dim out of range).
+  virtual PlacementPtr normalized(int64_t tensor_ndim) const = 0;
+
+  // The layout contract (see the file comment): keep, of the indices held so
+  // far, those that coordinate `r` of a mesh dim of `n` ranks holds.
+  virtual void restrict(LayoutIndices& indices, int64_t n, int64_t r) const = 0;
+
+  // Throws dtensor::Error if this placement cannot lay out a mesh dim of `n`
+  // ranks (e.g. Ragged units of the wrong length). Default: any n.
+  virtual void check_mesh_dim_size(int64_t n) const {}
+};
+
+inline bool operator==(const Placement& a, const Placement& b) { return a.equals(b); }
+inline bool operator!=(const Placement& a, const Placement& b) { return !a.equals(b); }
+inline std::ostream& operator<<(std::ostream& out, const Placement& p) {
+  return out << p.to_string();
+}
+
+// Element-wise equality of two placement lists.
+bool same_placements(const std::vector<PlacementPtr>& a, const std::vector<PlacementPtr>& b);
+// "S(0),R" for a list; parse_placements reads it back.
+std::string placements_to_string(const std::vector<PlacementPtr>& placements);
+
+// Hashes a placement list (for caches keyed by layouts).
+struct PlacementListHash {
+  size_t operator()(const std::vector<PlacementPtr>& placements) const;
+};
+
+// torch.chunk's split of `length` items into `n` pieces: piece `r` is
+// [begin, end) with chunk = ceil(length / n); trailing pieces may be empty.
+struct ChunkRange {
+  int64_t begin;
+  int64_t end;
+};
+ChunkRange torch_chunk_range(int64_t length, int64_t n, int64_t r);
+
+// Keeps positions [range.begin, range.end) of `indices`.
+void keep_range(std::vector<int64_t>& indices, ChunkRange range);
+
+}  // namespace dtensor

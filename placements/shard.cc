@@ -1,0 +1,47 @@
+// Copyright 2026 The dtensor Authors.
+#include "placements/shard.h"
+
+#include "absl/hash/hash.h"
+#include "dtensor/base/check.h"
+#include "placements/parse.h"
+
+namespace dtensor {
+
+int64_t normalize_tensor_dim(int64_t dim, int64_t tensor_ndim, std::string_view what) {
+  DTENSOR_CHECK(dim >= -tensor_ndim && dim < tensor_ndim, what, ": expected a tensor dim in [",
+                -tensor_ndim, ", ", tensor_ndim, ") for a ", tensor_ndim, "-D tensor, found ",
+                dim);
+  return dim < 0 ? dim + tensor_ndim : dim;
+}
+
+PlacementPtr Shard::make(int64_t dim) { return std::make_shared<const Shard>(dim); }
+
+std::string Shard::to_string() const { return "S(" + std::to_string(dim_) + ")"; }
+
+bool Shard::equals(const Placement& other) const {
+  const auto* shard = dynamic_cast<const Shard*>(&other);
+  return shard != nullptr && shard->dim_ == dim_;
+}
+
+size_t Shard::hash() const { return absl::HashOf(std::string_view("S"), dim_); }
+
+PlacementPtr Shard::normalized(int64_t tensor_ndim) const {
+  return make(normalize_tensor_dim(dim_, tensor_ndim, to_string()));
+}
+
+void Shard::restrict(LayoutIndices& indices, int64_t n, int64_t r) const {
+  std::vector<int64_t>& along = indices.along(dim_);
+  keep_range(along, torch_chunk_range(static_cast<int64_t>(along.size()), n, r));
+}
+
+namespace {
+
+PlacementPtr parse_shard(const PlacementArguments& arguments) {
+  arguments.expect_count(1, 1);
+  return Shard::make(arguments.integer(0, "dim"));
+}
+
+DTENSOR_REGISTER_PLACEMENT_SPELLING("S", parse_shard);
+
+}  // namespace
+}  // namespace dtensor

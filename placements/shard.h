@@ -1,0 +1,38 @@
+// Copyright 2026 The dtensor Authors.
+//
+// placements/shard.h: the mesh dim splits tensor dim `dim` the way torch.chunk
+// does. Spelled "S(0)".
+//
+// With chunk c = ceil(S / n), coordinate r holds [c*r, min(S, c*(r+1))),
+// possibly empty: 5 over 4 ranks gives 2,2,1,0 and 6 over 4 gives 2,2,2,0. An
+// empty shard's global offset is S. A negative dim counts from the end and is
+// resolved by `normalized` for a given tensor rank.
+#pragma once
+
+#include "placements/placement.h"
+
+namespace dtensor {
+
+class Shard final : public Placement {
+ public:
+  static PlacementPtr make(int64_t dim);
+
+  explicit Shard(int64_t dim) : dim_(dim) {}
+  int64_t dim() const { return dim_; }
+
+  std::string to_string() const override;
+  bool equals(const Placement& other) const override;
+  size_t hash() const override;
+  std::optional<int64_t> split_dim() const override { return dim_; }
+  PlacementPtr normalized(int64_t tensor_ndim) const override;
+  void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
+
+ private:
+  int64_t dim_;
+};
+
+// Resolves a possibly negative tensor dim against `tensor_ndim`, or throws
+// naming the placement (`what`) and the valid range.
+int64_t normalize_tensor_dim(int64_t dim, int64_t tensor_ndim, std::string_view what);
+
+}  // namespace dtensor

@@ -1,0 +1,59 @@
+// Copyright 2026 The dtensor Authors.
+#include "placements/strided_shard.h"
+
+#include "absl/hash/hash.h"
+#include "dtensor/base/check.h"
+#include "placements/parse.h"
+#include "placements/shard.h"
+
+namespace dtensor {
+
+PlacementPtr StridedShard::make(int64_t dim, int64_t split_factor) {
+  DTENSOR_CHECK(split_factor >= 1, "StridedShard(", dim, ", ", split_factor,
+                "): split_factor: expected at least 1, found ", split_factor);
+  return std::make_shared<const StridedShard>(dim, split_factor);
+}
+
+std::string StridedShard::to_string() const {
+  return "SS(" + std::to_string(dim_) + "," + std::to_string(split_factor_) + ")";
+}
+
+bool StridedShard::equals(const Placement& other) const {
+  const auto* strided = dynamic_cast<const StridedShard*>(&other);
+  return strided != nullptr && strided->dim_ == dim_ && strided->split_factor_ == split_factor_;
+}
+
+size_t StridedShard::hash() const {
+  return absl::HashOf(std::string_view("SS"), dim_, split_factor_);
+}
+
+PlacementPtr StridedShard::normalized(int64_t tensor_ndim) const {
+  return make(normalize_tensor_dim(dim_, tensor_ndim, to_string()), split_factor_);
+}
+
+void StridedShard::restrict(LayoutIndices& indices, int64_t n, int64_t r) const {
+  std::vector<int64_t>& along = indices.along(dim_);
+  const int64_t length = static_cast<int64_t>(along.size());
+  std::vector<int64_t> kept;
+  for (int64_t chunk = 0; chunk < split_factor_; ++chunk) {
+    const ChunkRange outer = torch_chunk_range(length, split_factor_, chunk);
+    const ChunkRange inner = torch_chunk_range(outer.end - outer.begin, n, r);
+    kept.insert(kept.end(), along.begin() + outer.begin + inner.begin,
+                along.begin() + outer.begin + inner.end);
+  }
+  along = std::move(kept);
+}
+
+namespace {
+
+PlacementPtr parse_strided_shard(const PlacementArguments& arguments) {
+  arguments.expect_count(2, 2);
+  const int64_t split_factor = arguments.integer(1, "split_factor");
+  if (split_factor < 1) arguments.fail(1, "split_factor", "at least 1");
+  return StridedShard::make(arguments.integer(0, "dim"), split_factor);
+}
+
+DTENSOR_REGISTER_PLACEMENT_SPELLING("SS", parse_strided_shard);
+
+}  // namespace
+}  // namespace dtensor
