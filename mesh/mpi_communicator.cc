@@ -125,11 +125,15 @@ ByteLayout byte_layout(const std::vector<int64_t>& numel_per_rank, int64_t eleme
 // float as c10's own arithmetic does. max/min propagate NaN like at::maximum.
 struct Add {
   template <typename T>
-  T operator()(T a, T b) const { return a + b; }
+  T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct Multiply {
   template <typename T>
-  T operator()(T a, T b) const { return a * b; }
+  T operator()(T a, T b) const {
+    return a * b;
+  }
 };
 struct Larger {
   template <typename T>
@@ -309,14 +313,13 @@ void MpiCommunicator::finish_average(at::Tensor& tensor, ReduceOp op) const {
 void MpiCommunicator::do_all_reduce(at::Tensor& tensor, ReduceOp op) {
   const Reduction reduction = reduction_for(tensor.scalar_type(), op);
   const int count = to_mpi_count(tensor.numel(), "MPI_Allreduce", "elements");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduction.type, reduction.op,
-                          comm_),
-            "MPI_Allreduce");
+  check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduction.type, reduction.op, comm_),
+      "MPI_Allreduce");
   finish_average(tensor, op);
 }
 
-void MpiCommunicator::do_reduce_scatter(const at::Tensor& input, at::Tensor& output,
-                                        ReduceOp op) {
+void MpiCommunicator::do_reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
   const Reduction reduction = reduction_for(input.scalar_type(), op);
   const int count =
       to_mpi_count(output.numel(), "MPI_Reduce_scatter_block", "elements of one rank");
@@ -327,13 +330,12 @@ void MpiCommunicator::do_reduce_scatter(const at::Tensor& input, at::Tensor& out
 }
 
 void MpiCommunicator::do_reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
-                                          const std::vector<int64_t>& numel_per_rank,
-                                          ReduceOp op) {
+                                          const std::vector<int64_t>& numel_per_rank, ReduceOp op) {
   const Reduction reduction = reduction_for(input.scalar_type(), op);
   const std::vector<int> counts =
       to_mpi_counts(numel_per_rank, "MPI_Reduce_scatter", "elements of one rank");
-  check_mpi(MPI_Reduce_scatter(input.data_ptr(), output.data_ptr(), counts.data(),
-                               reduction.type, reduction.op, comm_),
+  check_mpi(MPI_Reduce_scatter(input.data_ptr(), output.data_ptr(), counts.data(), reduction.type,
+                               reduction.op, comm_),
             "MPI_Reduce_scatter");
   finish_average(output, op);
 }
@@ -371,9 +373,9 @@ void MpiCommunicator::do_all_to_all_v(const at::Tensor& input,
                                       const std::vector<int64_t>& recv_numel) {
   const ByteLayout send = byte_layout(send_numel, input.element_size(), "MPI_Alltoallv");
   const ByteLayout recv = byte_layout(recv_numel, output.element_size(), "MPI_Alltoallv");
-  check_mpi(MPI_Alltoallv(input.data_ptr(), send.counts.data(), send.displacements.data(),
-                          MPI_BYTE, output.data_ptr(), recv.counts.data(),
-                          recv.displacements.data(), MPI_BYTE, comm_),
+  check_mpi(MPI_Alltoallv(input.data_ptr(), send.counts.data(), send.displacements.data(), MPI_BYTE,
+                          output.data_ptr(), recv.counts.data(), recv.displacements.data(),
+                          MPI_BYTE, comm_),
             "MPI_Alltoallv");
 }
 
@@ -412,8 +414,7 @@ void MpiCommunicator::do_barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"
 
 std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
   MPI_Comm part = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &part),
-            "MPI_Comm_split");
+  check_mpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &part), "MPI_Comm_split");
   if (part == MPI_COMM_NULL) return nullptr;
   return std::shared_ptr<MpiCommunicator>(new MpiCommunicator(Adopt{}, part));
 }

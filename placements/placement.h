@@ -91,6 +91,10 @@ class Placement {
   // StridedShard and dim-splitting user placements). Only meaningful after
   // `normalized`, which resolves negative dims.
   virtual std::optional<int64_t> split_dim() const { return std::nullopt; }
+  // Whether the pieces of the split dim are consecutive blocks in coordinate
+  // order (Shard, Ragged), so a reduce-scatter or an all-gather produces them
+  // directly. StridedShard and most user placements interleave.
+  virtual bool splits_into_ordered_blocks() const { return false; }
   // How many leading tensor dims this placement merges into one before it
   // splits (Ragged); 0 for every placement that works dim by dim.
   virtual int64_t merged_leading_dims() const { return 0; }

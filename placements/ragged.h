@@ -34,6 +34,7 @@ class Ragged final : public Placement {
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   int64_t merged_leading_dims() const override { return dims_; }
+  bool splits_into_ordered_blocks() const override { return true; }
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
   void check_mesh_dim_size(int64_t n) const override;

@@ -24,6 +24,7 @@ class Shard final : public Placement {
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   std::optional<int64_t> split_dim() const override { return dim_; }
+  bool splits_into_ordered_blocks() const override { return true; }
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
 

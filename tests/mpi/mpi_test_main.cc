@@ -10,6 +10,8 @@
 // which also finalizes it at exit.
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -21,18 +23,22 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
  public:
   explicit RankFailurePrinter(int rank) : rank_(rank) {}
 
+  // Remembered here: asking UnitTest for the current test from
+  // OnTestPartResult deadlocks on gtest's own mutex.
+  void OnTestStart(const ::testing::TestInfo& test) override {
+    test_ = std::string(test.test_suite_name()) + "." + test.name();
+  }
+
   void OnTestPartResult(const ::testing::TestPartResult& result) override {
     if (!result.failed()) return;
-    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::fprintf(stderr, "[rank %d] %s.%s: %s:%d: Failure\n%s\n", rank_,
-                 test != nullptr ? test->test_suite_name() : "?",
-                 test != nullptr ? test->name() : "?",
+    std::fprintf(stderr, "[rank %d] %s: %s:%d: Failure\n%s\n", rank_, test_.c_str(),
                  result.file_name() != nullptr ? result.file_name() : "?", result.line_number(),
                  result.message());
   }
 
  private:
   int rank_;
+  std::string test_;
 };
 
 }  // namespace
@@ -45,8 +51,17 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(world->rank()));
   }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  // mpirun reports one rank's status; make it the worst of all.
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, world->native_handle());
-  return failed;
+  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+
+  // Rank 0's report covers rank 0 only; name every failing rank, and let
+  // every rank exit non-zero, since mpirun reports a single rank's status.
+  std::vector<int> failed_by_rank(world->size());
+  MPI_Allgather(&failed, 1, MPI_INT, failed_by_rank.data(), 1, MPI_INT, world->native_handle());
+  std::string failing_ranks;
+  for (int r = 0; r < world->size(); ++r) {
+    if (failed_by_rank[r] != 0) failing_ranks += " " + std::to_string(r);
+  }
+  if (failing_ranks.empty()) return 0;
+  if (world->rank() == 0) std::fprintf(stderr, "FAILED on ranks:%s\n", failing_ranks.c_str());
+  return 1;
 }

@@ -1,0 +1,267 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/dtensor.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+#include "dtensor/redistribute/index_exchange.h"
+#include "dtensor/redistribute/planner.h"
+#include "placements/ragged.h"
+#include "placements/replicate.h"
+
+namespace dtensor {
+namespace {
+
+using redistribute_internal::gather_positions;
+using redistribute_internal::merge_leading_dims;
+
+void check_device(const at::Tensor& tensor, const DeviceMesh& mesh, std::string_view call) {
+  DTENSOR_CHECK(tensor.defined(), call, ": expected a defined tensor, found undefined");
+  DTENSOR_CHECK(tensor.device().type() == mesh.device().type(), call, ": expected a tensor on ",
+                mesh.device(), " (the mesh's ", mesh.world()->backend_name(),
+                " backend), found one on ", tensor.device());
+}
+
+std::vector<PlacementPtr> all_replicate(size_t n) {
+  return std::vector<PlacementPtr>(n, Replicate::make());
+}
+
+// The communicator over every rank of `mesh`, in row-major coordinate order.
+std::shared_ptr<Communicator> whole_mesh_communicator(const DeviceMesh& mesh) {
+  return mesh.ndim() == 1 ? mesh.communicator(0) : mesh.flatten("whole_mesh").communicator(0);
+}
+
+std::vector<int64_t> coordinate_of(int64_t flat, const std::vector<int64_t>& mesh_shape) {
+  std::vector<int64_t> coordinate(mesh_shape.size());
+  for (int64_t d = static_cast<int64_t>(mesh_shape.size()) - 1; d >= 0; --d) {
+    coordinate[d] = flat % mesh_shape[d];
+    flat /= mesh_shape[d];
+  }
+  return coordinate;
+}
+
+int64_t flat_index(const std::vector<int64_t>& coordinate, const std::vector<int64_t>& mesh_shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < mesh_shape.size(); ++d) flat = flat * mesh_shape[d] + coordinate[d];
+  return flat;
+}
+
+// Placements with every Partial replaced by Replicate: what a scatter or a
+// slice of a global value produces before the Partials are applied locally.
+std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& placements) {
+  std::vector<PlacementPtr> out = placements;
+  for (PlacementPtr& p : out) {
+    if (p->is_partial()) p = Replicate::make();
+  }
+  return out;
+}
+
+}  // namespace
+
+DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) : local_(std::move(local)), spec_(std::move(spec)) {
+  DTENSOR_CHECK(spec_ != nullptr, "DTensor: expected a spec, found null");
+  check_device(local_, spec_->mesh(), "DTensor");
+  DTENSOR_CHECK(local_.scalar_type() == spec_->dtype(), "DTensor: local tensor dtype: expected ",
+                spec_->dtype(), ", found ", local_.scalar_type());
+  DTENSOR_CHECK(local_.sizes() == c10::IntArrayRef(spec_->local_layout().local_shape),
+                "DTensor: local tensor shape: expected [",
+                absl::StrJoin(spec_->local_layout().local_shape, ", "), "] for ",
+                spec_->to_string(), ", found ", local_.sizes());
+  DTENSOR_CHECK(local_.is_contiguous(), "DTensor: expected a contiguous local tensor");
+}
+
+at::Tensor DTensor::full_tensor() const {
+  return redistribute_any(*this, all_replicate(placements().size())).to_local();
+}
+
+DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
+                              RedistributeOptions options) const {
+  const std::vector<PlacementPtr> target =
+      normalize_placements(placements, spec_->ndim(), mesh().shape());
+  for (size_t i = 0; i < target.size(); ++i) {
+    DTENSOR_CHECK(!target[i]->is_partial() || *target[i] == *spec_->placements()[i],
+                  "redistribute: mesh dim ", i, ": a Partial target (", target[i]->to_string(),
+                  ") needs that mesh dim to hold the same Partial already, found ",
+                  spec_->placements()[i]->to_string(),
+                  "; Partial values come from operators, not from redistribute");
+  }
+  return redistribute_any(*this, target);
+}
+
+DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
+  const RedistributePlan& plan = plan_redistribute(tensor.spec(), placements);
+  if (plan.steps.empty()) return tensor;
+  return DTensor(execute_plan(plan, tensor.to_local()), plan.target);
+}
+
+DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
+                          const std::vector<PlacementPtr>& placements,
+                          std::optional<int64_t> src_rank) {
+  check_device(tensor, mesh, "distribute_tensor");
+  const std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
+  auto spec = std::make_shared<const DTensorSpec>(mesh, placements, shape, tensor.scalar_type());
+  auto spread = std::make_shared<const DTensorSpec>(spec->with_placements(without_partials(spec->placements())));
+  if (!src_rank) {
+    const DTensor replicated(tensor.contiguous(), std::make_shared<const DTensorSpec>(
+                                                      spec->with_placements(all_replicate(mesh.ndim()))));
+    return redistribute_any(replicated, spec->placements());
+  }
+  const std::vector<int64_t> ranks = mesh.ranks();
+  auto root = std::find(ranks.begin(), ranks.end(), *src_rank);
+  DTENSOR_CHECK(root != ranks.end(), "distribute_tensor: src_rank: expected a rank of ",
+                mesh.to_string(), ", found ", *src_rank);
+  // One scatter-v: the source sends each rank its piece; the others send nothing.
+  const int64_t root_index = root - ranks.begin();
+  std::shared_ptr<Communicator> comm = whole_mesh_communicator(mesh);
+  std::vector<int64_t> send_counts(comm->size(), 0), recv_counts(comm->size(), 0);
+  std::vector<at::Tensor> pieces;
+  if (comm->rank() == root_index) {
+    const at::Tensor global = tensor.contiguous();
+    for (int64_t member = 0; member < comm->size(); ++member) {
+      const LocalLayout layout = spread->layout_at(coordinate_of(member, mesh.shape()));
+      LocalLayout full = spread->with_placements(all_replicate(mesh.ndim())).local_layout();
+      const auto merged = merge_leading_dims(global, full, shape, layout.merged_leading_dims);
+      pieces.push_back(gather_positions(
+          merged.local,
+          redistribute_internal::shared_positions(layout.global_indices, merged.lists).wanted));
+      send_counts[member] = pieces.back().numel();
+    }
+  }
+  const LocalLayout& mine = spread->local_layout();
+  at::Tensor local = at::empty(mine.local_shape, tensor.options().memory_format(c10::MemoryFormat::Contiguous));
+  recv_counts[root_index] = local.numel();
+  at::Tensor send = pieces.empty() ? at::empty({0}, tensor.options()) : at::cat(pieces);
+  at::Tensor recv = local.view({-1});
+  comm->all_to_all_v(send, send_counts, recv, recv_counts);
+  return redistribute_any(DTensor(local, spread), spec->placements());
+}
+
+namespace {
+
+// Every rank's local shape and dtype code, gathered over the whole mesh.
+struct GatheredLocals {
+  std::vector<std::vector<int64_t>> shapes;  // by flat mesh index
+  std::vector<int64_t> dtypes;
+};
+
+GatheredLocals gather_locals(const at::Tensor& local, const DeviceMesh& mesh) {
+  constexpr int64_t kMaxDims = 16;
+  DTENSOR_CHECK(local.dim() <= kMaxDims, "from_local: expected at most ", kMaxDims,
+                " dims, found ", local.dim());
+  std::shared_ptr<Communicator> comm = whole_mesh_communicator(mesh);
+  at::Tensor mine = at::full({kMaxDims + 2}, -1, at::kLong);
+  mine[0] = local.dim();
+  mine[1] = static_cast<int64_t>(local.scalar_type());
+  for (int64_t d = 0; d < local.dim(); ++d) mine[d + 2] = local.size(d);
+  at::Tensor all = at::empty({comm->size(), kMaxDims + 2}, at::kLong);
+  const at::Tensor device_mine = mine.to(mesh.device());
+  at::Tensor device_all = all.to(mesh.device());
+  comm->all_gather(device_mine.view({1, -1}), device_all);
+  all = device_all.cpu();
+  GatheredLocals out;
+  for (int64_t r = 0; r < comm->size(); ++r) {
+    const int64_t* row = all[r].data_ptr<int64_t>();
+    out.shapes.emplace_back(row + 2, row + 2 + row[0]);
+    out.dtypes.push_back(row[1]);
+  }
+  return out;
+}
+
+// Ragged placements take their units from the members' local row counts.
+std::vector<PlacementPtr> learn_ragged_units(const std::vector<PlacementPtr>& placements,
+                                             const GatheredLocals& locals, const DeviceMesh& mesh) {
+  std::vector<PlacementPtr> out = placements;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto* ragged = dynamic_cast<const Ragged*>(out[i].get());
+    if (ragged == nullptr) continue;
+    std::vector<int64_t> coordinate = mesh.coordinate();
+    std::vector<int64_t> units;
+    for (int64_t member = 0; member < mesh.size(i); ++member) {
+      coordinate[i] = member;
+      const std::vector<int64_t>& shape = locals.shapes[flat_index(coordinate, mesh.shape())];
+      units.push_back(shape.empty() ? 1 : shape[0]);
+    }
+    // All-empty pieces keep the given units: any split of nothing is the same.
+    int64_t total = 0;
+    for (int64_t u : units) total += u;
+    if (total > 0) out[i] = Ragged::make(ragged->dims(), units);
+  }
+  return out;
+}
+
+// Global size of each local dim: the sum of local sizes over the ranks at
+// coordinate 0 of every mesh dim that does not split it.
+std::vector<int64_t> infer_global_shape(const std::vector<PlacementPtr>& placements,
+                                        const GatheredLocals& locals, const DeviceMesh& mesh) {
+  const std::vector<int64_t>& local_shape = locals.shapes[flat_index(mesh.coordinate(), mesh.shape())];
+  std::vector<int64_t> shape(local_shape.size(), 0);
+  for (int64_t flat = 0; flat < mesh.size(); ++flat) {
+    const std::vector<int64_t> coordinate = coordinate_of(flat, mesh.shape());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      bool counted = true;
+      for (size_t i = 0; i < placements.size(); ++i) {
+        const bool splits = placements[i]->split_dim() == static_cast<int64_t>(d) ||
+                            (d == 0 && placements[i]->merged_leading_dims() > 0);
+        counted = counted && (splits || coordinate[i] == 0);
+      }
+      if (counted) shape[d] += locals.shapes[flat][d];
+    }
+  }
+  return shape;
+}
+
+}  // namespace
+
+DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
+                   const std::vector<PlacementPtr>& placements, FromLocalOptions options) {
+  check_device(local, mesh, "from_local");
+  const at::Tensor contiguous = local.contiguous();
+  std::vector<PlacementPtr> resolved = placements;
+  bool has_ragged = false;
+  for (const PlacementPtr& p : placements) {
+    DTENSOR_CHECK(p != nullptr, "from_local: expected placements, found null");
+    has_ragged = has_ragged || p->merged_leading_dims() > 0;
+  }
+  std::vector<int64_t> shape;
+  std::optional<GatheredLocals> locals;
+  if (options.run_check || !options.shape || has_ragged) {
+    locals = gather_locals(contiguous, mesh);
+    for (size_t r = 0; r < locals->dtypes.size(); ++r) {
+      DTENSOR_CHECK(locals->dtypes[r] == static_cast<int64_t>(contiguous.scalar_type()),
+                    "from_local: expected every rank's local dtype to be the same, found ",
+                    static_cast<c10::ScalarType>(locals->dtypes[0]), " on mesh rank 0 and ",
+                    static_cast<c10::ScalarType>(locals->dtypes[r]), " on mesh rank ", r);
+      DTENSOR_CHECK(locals->shapes[r].size() == static_cast<size_t>(contiguous.dim()),
+                    "from_local: expected every rank's local tensor to have ", contiguous.dim(),
+                    " dims, found ", locals->shapes[r].size(), " on mesh rank ", r);
+    }
+    resolved = learn_ragged_units(placements, *locals, mesh);
+  }
+  if (options.shape) {
+    shape = *options.shape;
+  } else {
+    DTENSOR_CHECK(merged_leading_dims(normalize_placements(resolved, contiguous.dim(), mesh.shape())) <= 1,
+                  "from_local: a Ragged placement merging several dims needs options.shape");
+    shape = infer_global_shape(normalize_placements(resolved, contiguous.dim(), mesh.shape()),
+                               *locals, mesh);
+  }
+  auto spec = std::make_shared<const DTensorSpec>(mesh, resolved, shape, contiguous.scalar_type());
+  if (options.stride) {
+    DTENSOR_CHECK(*options.stride == spec->stride(), "from_local: stride: expected the row-major [",
+                  absl::StrJoin(spec->stride(), ", "), "], found [",
+                  absl::StrJoin(*options.stride, ", "), "]");
+  }
+  if (locals) {
+    for (int64_t flat = 0; flat < mesh.size(); ++flat) {
+      const LocalLayout layout = spec->layout_at(coordinate_of(flat, mesh.shape()));
+      DTENSOR_CHECK(locals->shapes[flat] == layout.local_shape, "from_local: mesh rank ", flat,
+                    " holds a local tensor of shape [", absl::StrJoin(locals->shapes[flat], ", "),
+                    "]; expected [", absl::StrJoin(layout.local_shape, ", "), "] for ",
+                    spec->to_string());
+    }
+  }
+  return DTensor(contiguous, spec);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,89 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/dtensor.h: a tensor laid out over a DeviceMesh.
+//
+// A `DTensor` holds the calling rank's local shard and the spec (mesh,
+// placements, global shape, dtype). Make one with `distribute_tensor` (from a
+// global tensor) or `from_local` (from each rank's shard), change its layout
+// with `redistribute`, and get data back with `to_local` / `full_tensor`.
+//
+//   dtensor::DTensor w = dtensor::distribute_tensor(weight, mesh, dtensor::parse_placements("S(0),R"));
+//   dtensor::DTensor w1 = w.redistribute(dtensor::parse_placements("R,S(1)"));
+//   at::Tensor all = w1.full_tensor();   // equals `weight` on every rank
+//
+// Every call is collective over the mesh where it communicates: all ranks of
+// the mesh make it with the same arguments.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "dtensor/spec.h"
+
+namespace dtensor {
+
+struct RedistributeOptions {
+  // Reserved for NCCL: return before the collective completes. Ignored (the
+  // call completes) on the local and MPI backends.
+  bool async_op = false;
+};
+
+class DTensor {
+ public:
+  // Wraps `local` (contiguous, on the mesh's device, of the spec's dtype and of
+  // the local shape the spec gives the calling rank). Throws otherwise.
+  DTensor(at::Tensor local, DTensorSpecPtr spec);
+
+  // The calling rank's shard.
+  const at::Tensor& to_local() const { return local_; }
+  // The whole global tensor on every rank (Partial placements reduced).
+  at::Tensor full_tensor() const;
+  // The same global tensor with `placements`. A Partial target is refused
+  // unless that mesh dim already holds the same Partial.
+  DTensor redistribute(const std::vector<PlacementPtr>& placements,
+                       RedistributeOptions options = {}) const;
+
+  const DTensorSpec& spec() const { return *spec_; }
+  const DTensorSpecPtr& spec_ptr() const { return spec_; }
+  const DeviceMesh& mesh() const { return spec_->mesh(); }
+  const std::vector<PlacementPtr>& placements() const { return spec_->placements(); }
+  const std::vector<int64_t>& sizes() const { return spec_->shape(); }
+  c10::ScalarType dtype() const { return spec_->dtype(); }
+
+ private:
+  at::Tensor local_;
+  DTensorSpecPtr spec_;
+};
+
+// Internal: redistributes to any placements, Partial targets included (used by
+// autograd and factories).
+DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements);
+
+// Lays `tensor` out over `mesh`. With `src_rank` (a world rank in the mesh),
+// only that rank's data counts and is scattered; every rank passes a tensor of
+// the same shape and dtype. Without it, every rank holds the same tensor and
+// keeps its part without communicating.
+DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
+                          const std::vector<PlacementPtr>& placements,
+                          std::optional<int64_t> src_rank = std::nullopt);
+
+struct FromLocalOptions {
+  // Check across ranks that dtypes agree and local shapes fit the layout.
+  bool run_check = true;
+  // The global shape; inferred from every rank's local shape when absent.
+  std::optional<std::vector<int64_t>> shape;
+  // Must be the row-major strides of the shape when given (DTensors are
+  // contiguous globally).
+  std::optional<std::vector<int64_t>> stride;
+};
+
+// Builds a DTensor from each rank's shard. Ragged placements learn their units
+// from the local row counts (one small all-gather).
+DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
+                   const std::vector<PlacementPtr>& placements, FromLocalOptions options = {});
+
+}  // namespace dtensor

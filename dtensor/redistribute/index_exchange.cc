@@ -1,0 +1,121 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/redistribute/index_exchange.h"
+
+#include <numeric>
+
+#include <ATen/ATen.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "dtensor/base/check.h"
+
+namespace dtensor::redistribute_internal {
+namespace {
+
+bool is_identity(const std::vector<int64_t>& positions, int64_t extent) {
+  if (static_cast<int64_t>(positions.size()) != extent) return false;
+  for (int64_t i = 0; i < extent; ++i) {
+    if (positions[i] != i) return false;
+  }
+  return true;
+}
+
+at::Tensor as_index(const std::vector<int64_t>& positions) {
+  return at::tensor(positions, at::kLong);
+}
+
+}  // namespace
+
+int64_t SharedPositions::numel() const {
+  int64_t n = 1;
+  for (const std::vector<int64_t>& p : held) n *= static_cast<int64_t>(p.size());
+  return n;
+}
+
+SharedPositions shared_positions(const std::vector<std::vector<int64_t>>& held_lists,
+                                 const std::vector<std::vector<int64_t>>& wanted_lists) {
+  DTENSOR_CHECK(held_lists.size() == wanted_lists.size(),
+                "redistribute: internal: layouts of different ranks (", held_lists.size(),
+                " and ", wanted_lists.size(), " dims)");
+  SharedPositions shared;
+  shared.held.resize(held_lists.size());
+  shared.wanted.resize(held_lists.size());
+  for (size_t d = 0; d < held_lists.size(); ++d) {
+    const std::vector<int64_t>& wanted = wanted_lists[d];
+    absl::flat_hash_map<int64_t, int64_t> position_in_wanted;
+    position_in_wanted.reserve(wanted.size());
+    for (size_t i = 0; i < wanted.size(); ++i) position_in_wanted.emplace(wanted[i], i);
+    const std::vector<int64_t>& held = held_lists[d];
+    for (size_t i = 0; i < held.size(); ++i) {
+      auto it = position_in_wanted.find(held[i]);
+      if (it == position_in_wanted.end()) continue;
+      shared.held[d].push_back(static_cast<int64_t>(i));
+      shared.wanted[d].push_back(it->second);
+    }
+  }
+  return shared;
+}
+
+at::Tensor gather_positions(const at::Tensor& local,
+                            const std::vector<std::vector<int64_t>>& positions) {
+  at::Tensor out = local;
+  for (size_t d = 0; d < positions.size(); ++d) {
+    if (is_identity(positions[d], out.size(d))) continue;
+    out = out.index_select(static_cast<int64_t>(d), as_index(positions[d]).to(local.device()));
+  }
+  return out.contiguous().reshape({-1});
+}
+
+void scatter_positions(at::Tensor& out, const std::vector<std::vector<int64_t>>& positions,
+                       const at::Tensor& block) {
+  std::vector<int64_t> block_shape;
+  bool identity = true;
+  for (size_t d = 0; d < positions.size(); ++d) {
+    block_shape.push_back(static_cast<int64_t>(positions[d].size()));
+    identity = identity && is_identity(positions[d], out.size(d));
+  }
+  if (block.numel() == 0) return;
+  at::Tensor shaped = block.reshape(block_shape);
+  if (identity) {
+    out.copy_(shaped);
+    return;
+  }
+  // Broadcast the per-dim position lists against each other: the product.
+  c10::List<c10::optional<at::Tensor>> indices;
+  const int64_t ndim = static_cast<int64_t>(positions.size());
+  for (int64_t d = 0; d < ndim; ++d) {
+    std::vector<int64_t> view(ndim, 1);
+    view[d] = -1;
+    indices.push_back(as_index(positions[d]).to(out.device()).view(view));
+  }
+  out.index_put_(indices, shaped);
+}
+
+std::vector<std::vector<int64_t>> merged_lists(const LocalLayout& layout,
+                                               const std::vector<int64_t>& global_shape,
+                                               int64_t merged) {
+  if (merged <= layout.merged_leading_dims) return layout.global_indices;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < merged; ++d) {
+    DTENSOR_CHECK(static_cast<int64_t>(layout.global_indices[d].size()) == global_shape[d],
+                  "redistribute: internal: merging tensor dim ", d,
+                  " into rows needs all of it on every rank");
+    rows *= global_shape[d];
+  }
+  std::vector<std::vector<int64_t>> lists(1, std::vector<int64_t>(rows));
+  std::iota(lists[0].begin(), lists[0].end(), int64_t{0});
+  lists.insert(lists.end(), layout.global_indices.begin() + merged, layout.global_indices.end());
+  return lists;
+}
+
+MergedLocal merge_leading_dims(const at::Tensor& local, const LocalLayout& layout,
+                               const std::vector<int64_t>& global_shape, int64_t merged) {
+  MergedLocal out{local, merged_lists(layout, global_shape, merged)};
+  if (merged > layout.merged_leading_dims) {
+    std::vector<int64_t> shape;
+    for (const std::vector<int64_t>& list : out.lists) shape.push_back(static_cast<int64_t>(list.size()));
+    out.local = local.reshape(shape);
+  }
+  return out;
+}
+
+}  // namespace dtensor::redistribute_internal

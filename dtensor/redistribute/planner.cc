@@ -1,0 +1,244 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/redistribute/planner.h"
+
+#include <iomanip>
+#include <map>
+#include <queue>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+#include "dtensor/redistribute/collective_counter.h"
+#include "placements/replicate.h"
+
+namespace dtensor {
+namespace {
+
+using Placements = std::vector<PlacementPtr>;
+
+// Tensor dims a placement splits (a Ragged splits the dims merged into rows).
+std::vector<int64_t> split_dims(const Placement& p) {
+  std::vector<int64_t> dims;
+  if (std::optional<int64_t> d = p.split_dim()) dims.push_back(*d);
+  for (int64_t d = 0; d < p.merged_leading_dims(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// A step on mesh dims [first, last] only exchanges data inside its group when
+// no mesh dim to the right splits a tensor dim that the change touches.
+bool is_group_local(const Placements& state, int64_t first, int64_t last, const Placement& from,
+                    const Placement& to) {
+  std::vector<int64_t> touched = split_dims(from);
+  for (int64_t d : split_dims(to)) touched.push_back(d);
+  for (size_t m = last + 1; m < state.size(); ++m) {
+    for (int64_t d : split_dims(*state[m])) {
+      if (std::find(touched.begin(), touched.end(), d) != touched.end()) return false;
+    }
+  }
+  return true;
+}
+
+double step_cost(const Transition& transition, int64_t bytes) {
+  const CostModel& model = cost_model();
+  if (!transition.communicates()) return model.local_step_us + bytes / (model.bytes_per_us * 10);
+  const double factor = transition.collective() == "all_to_all_v" ? model.all_to_all_factor : 1.0;
+  return model.collective_latency_us + factor * bytes / model.bytes_per_us;
+}
+
+// Placements a run of mesh dims may move to: the source's, the target's, or
+// Replicate. A Partial is only entered where the target has it.
+std::vector<PlacementPtr> candidates(const Placements& source, const Placements& target,
+                                     int64_t first, int64_t last) {
+  std::vector<PlacementPtr> out{Replicate::make()};
+  auto uniform = [&](const Placements& list) {
+    for (int64_t m = first + 1; m <= last; ++m) {
+      if (*list[m] != *list[first]) return false;
+    }
+    return true;
+  };
+  if (uniform(target)) out.push_back(target[first]);
+  if (uniform(source) && !source[first]->is_partial()) out.push_back(source[first]);
+  return out;
+}
+
+class Planner {
+ public:
+  Planner(const DTensorSpec& source, const DTensorSpec& target) : source_(source), target_(target) {}
+
+  RedistributePlan plan() {
+    struct Entry {
+      double cost;
+      int64_t steps;
+      std::string key;
+      bool operator>(const Entry& other) const {
+        return cost != other.cost ? cost > other.cost : steps > other.steps;
+      }
+    };
+    const std::string goal = placements_to_string(target_.placements());
+    const std::string start = placements_to_string(source_.placements());
+    specs_[start] = std::make_shared<const DTensorSpec>(source_);
+    best_[start] = {0, 0};
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> frontier;
+    frontier.push({0, 0, start});
+    while (!frontier.empty()) {
+      Entry entry = frontier.top();
+      frontier.pop();
+      if (entry.key == goal) return reconstruct(goal);
+      if (entry.cost > best_[entry.key].first) continue;
+      for (PlannedStep& step : expand(specs_[entry.key])) {
+        const std::string next = placements_to_string(step.after->placements());
+        const double cost = entry.cost + step.cost;
+        auto it = best_.find(next);
+        if (it != best_.end() && !(cost < it->second.first)) continue;
+        best_[next] = {cost, entry.steps + 1};
+        specs_[next] = step.after;
+        came_from_[next] = {entry.key, std::move(step)};
+        frontier.push({cost, entry.steps + 1, next});
+      }
+    }
+    DTENSOR_CHECK(false, "redistribute: expected a way from ", source_.to_string(), " to ",
+                  placements_to_string(target_.placements()), ", found none");
+  }
+
+ private:
+  std::vector<PlannedStep> expand(const DTensorSpecPtr& from) {
+    const Placements& state = from->placements();
+    const int64_t ndim = static_cast<int64_t>(state.size());
+    std::vector<PlannedStep> steps;
+    for (int64_t first = 0; first < ndim; ++first) {
+      for (int64_t last = first; last < ndim && *state[last] == *state[first]; ++last) {
+        for (const PlacementPtr& to : candidates(source_.placements(), target_.placements(), first, last)) {
+          if (*to == *state[first]) continue;
+          if (to->is_partial() && !state[first]->is_replicate()) continue;
+          if (!is_group_local(state, first, last, *state[first], *to)) continue;
+          Placements next = state;
+          for (int64_t m = first; m <= last; ++m) next[m] = to;
+          std::optional<PlannedStep> step = make_step(from, std::move(next), first, last);
+          if (step) steps.push_back(std::move(*step));
+        }
+      }
+    }
+    return steps;
+  }
+
+  std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, Placements next, int64_t first,
+                                       int64_t last) {
+    DTensorSpecPtr after;
+    try {
+      after = std::make_shared<const DTensorSpec>(from->with_placements(std::move(next)));
+    } catch (const Error&) {
+      return std::nullopt;  // not a valid layout (e.g. splits a dim merged into rows)
+    }
+    std::vector<int64_t> dims;
+    for (int64_t m = first; m <= last; ++m) dims.push_back(m);
+    // Seen from coordinate 0: applicability and cost must not depend on which
+    // rank plans, or ranks would run different collectives.
+    StepContext context(*from, *after, dims, std::vector<int64_t>(from->mesh().ndim(), 0));
+    const Transition* transition = find_transition(context);
+    if (transition == nullptr) return std::nullopt;
+    PlannedStep step;
+    step.mesh_dims = std::move(dims);
+    step.before = from;
+    step.after = std::move(after);
+    step.transition = transition;
+    step.bytes = transition->bytes(context);
+    step.cost = step_cost(*transition, step.bytes);
+    return step;
+  }
+
+  RedistributePlan reconstruct(const std::string& goal) {
+    RedistributePlan plan;
+    plan.total_cost = best_[goal].first;
+    for (std::string key = goal; came_from_.count(key);) {
+      auto& [previous, step] = came_from_[key];
+      plan.steps.insert(plan.steps.begin(), step);
+      key = previous;
+    }
+    return plan;
+  }
+
+  const DTensorSpec& source_;
+  const DTensorSpec& target_;
+  std::map<std::string, DTensorSpecPtr> specs_;
+  std::map<std::string, std::pair<double, int64_t>> best_;
+  std::map<std::string, std::pair<std::string, PlannedStep>> came_from_;
+};
+
+struct PlanKey {
+  DTensorSpec source;
+  Placements target;
+  bool operator==(const PlanKey& other) const {
+    return source == other.source && same_placements(target, other.target);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const PlanKey& key) {
+    return H::combine(std::move(h), key.source.hash(), PlacementListHash()(key.target));
+  }
+};
+
+// Per thread: with the local backend every rank is a thread with its own
+// communicators, so plans (which name none) are still kept per rank.
+thread_local absl::flat_hash_map<PlanKey, std::unique_ptr<RedistributePlan>> plan_cache;
+
+}  // namespace
+
+const CostModel& cost_model() {
+  static const CostModel model;
+  return model;
+}
+
+int64_t RedistributePlan::collectives() const {
+  int64_t count = 0;
+  for (const PlannedStep& step : steps) count += step.transition->communicates() ? 1 : 0;
+  return count;
+}
+
+std::string RedistributePlan::to_string() const {
+  std::ostringstream out;
+  int64_t bytes = 0;
+  for (const PlannedStep& step : steps) {
+    out << "mesh dim" << (step.mesh_dims.size() > 1 ? "s " : " ")
+        << absl::StrJoin(step.mesh_dims, ",") << ": "
+        << placements_to_string(step.before->placements()) << " -> "
+        << placements_to_string(step.after->placements()) << "  " << step.transition->collective()
+        << "  " << step.bytes << " bytes  est " << std::fixed << std::setprecision(1) << step.cost
+        << " us\n";
+    bytes += step.bytes;
+  }
+  out << "total: " << steps.size() << " steps, " << collectives() << " collectives, " << bytes
+      << " bytes, est " << std::fixed << std::setprecision(1) << total_cost << " us\n";
+  return out.str();
+}
+
+const RedistributePlan& plan_redistribute(const DTensorSpec& source, const DTensorSpec& target) {
+  DTENSOR_CHECK(source.mesh() == target.mesh() && source.shape() == target.shape() &&
+                    source.dtype() == target.dtype(),
+                "redistribute: expected the same mesh, shape and dtype, found ", source.to_string(),
+                " and ", target.to_string());
+  return plan_redistribute(source, target.placements());
+}
+
+const RedistributePlan& plan_redistribute(const DTensorSpec& source,
+                                          const std::vector<PlacementPtr>& target_placements) {
+  PlanKey key{source, normalize_placements(target_placements, source.ndim(), source.mesh().shape())};
+  auto it = plan_cache.find(key);
+  if (it != plan_cache.end()) return *it->second;
+  const DTensorSpec target = source.with_placements(key.target);
+  auto plan = std::make_unique<RedistributePlan>(Planner(source, target).plan());
+  plan->target = plan->steps.empty() ? std::make_shared<const DTensorSpec>(source)
+                                     : plan->steps.back().after;
+  return *plan_cache.emplace(std::move(key), std::move(plan)).first->second;
+}
+
+at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
+  at::Tensor current = local;
+  for (const PlannedStep& step : plan.steps) {
+    StepContext context(*step.before, *step.after, step.mesh_dims);
+    current = step.transition->run(current, context);
+    if (step.transition->communicates()) CollectiveCounter::record(step.transition->collective());
+  }
+  return current;
+}
+
+}  // namespace dtensor

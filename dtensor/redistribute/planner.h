@@ -1,0 +1,71 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/redistribute/planner.h: the cheapest sequence of steps from one
+// layout to another.
+//
+// A redistribute from spec A to spec B (same mesh, shape and dtype) is planned
+// by a shortest-path search over placement states: each edge changes one mesh
+// dim (or a run of adjacent mesh dims changing alike, on one flattened
+// communicator) through a registered Transition, and costs a per-collective
+// latency plus the bytes it moves (all-to-all weighted higher). An edge exists
+// only where the step is local to its group: no mesh dim to the right of the
+// changing ones splits a tensor dim that the change touches (so [S(0),S(0)] ->
+// [R,R] gathers the inner mesh dim first). Plans are cached per (source spec,
+// target placements) on each rank, and every plan can be printed.
+//
+//   const dtensor::RedistributePlan& plan = dtensor::plan_redistribute(source, target);
+//   std::cout << plan.to_string();
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtensor/redistribute/transition.h"
+#include "dtensor/spec.h"
+
+namespace dtensor {
+
+struct PlannedStep {
+  std::vector<int64_t> mesh_dims;  // adjacent mesh dims that change
+  DTensorSpecPtr before;
+  DTensorSpecPtr after;
+  const Transition* transition = nullptr;
+  int64_t bytes = 0;  // what the calling rank sends (copies, for local steps)
+  double cost = 0;    // estimated microseconds
+};
+
+struct RedistributePlan {
+  std::vector<PlannedStep> steps;
+  // The spec after the last step (the source's when there is no step).
+  DTensorSpecPtr target;
+  double total_cost = 0;
+  // Steps that run a collective.
+  int64_t collectives() const;
+  // One line per step: "mesh dim 1: S(1) -> R  all_gather_v  4096 bytes  est 20.4 us",
+  // then a totals line.
+  std::string to_string() const;
+};
+
+// The cached plan from `source` to `target` (same mesh, shape and dtype).
+// Partial target placements are allowed here (the internal path autograd
+// uses); the public DTensor::redistribute refuses them. Throws dtensor::Error
+// when no plan exists.
+const RedistributePlan& plan_redistribute(const DTensorSpec& source, const DTensorSpec& target);
+// The same, naming only the target placements: a cache hit builds no spec.
+const RedistributePlan& plan_redistribute(const DTensorSpec& source,
+                                          const std::vector<PlacementPtr>& target_placements);
+
+// Runs `plan` on the calling rank's local tensor of `plan`'s source spec.
+at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
+
+// Cost-model constants (microseconds and bytes per microsecond).
+struct CostModel {
+  double collective_latency_us = 20.0;
+  double local_step_us = 0.5;
+  double bytes_per_us = 10000.0;
+  double all_to_all_factor = 1.5;
+};
+const CostModel& cost_model();
+
+}  // namespace dtensor

@@ -1,0 +1,110 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/redistribute/transition.h: one redistribute step, and the registry
+// of ways to perform it.
+//
+// A step changes the placement of one mesh dim, or of several adjacent mesh
+// dims that change alike (they then run on one flattened communicator), from
+// `source` to `target` spec, every other mesh dim unchanged. A `Transition`
+// says whether it can perform a step, what it costs, and performs it on the
+// calling rank's local tensor with one collective (or none). The planner
+// (planner.h) picks, for each step, the cheapest registered transition that
+// applies; the generic all-to-all-v transition applies to every step between
+// non-partial placements that merge the same leading dims, so a new placement
+// works before anyone writes a fast path for it.
+//
+// Adding a transition: subclass, then in its own .cc file
+//   DTENSOR_REGISTER_TRANSITION(MyTransition);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "dtensor/spec.h"
+#include "mesh/communicator.h"
+
+namespace dtensor {
+
+// Everything a transition needs to know about one step on the calling rank.
+class StepContext {
+ public:
+  // `mesh_dims` are adjacent and change from source to target placements.
+  // The step is seen from the rank at `coordinate` (default: the calling
+  // rank); the planner looks from coordinate 0 so that every rank plans alike.
+  StepContext(const DTensorSpec& source, const DTensorSpec& target, std::vector<int64_t> mesh_dims,
+              std::optional<std::vector<int64_t>> coordinate = std::nullopt);
+
+  const DTensorSpec& source() const { return source_; }
+  const DTensorSpec& target() const { return target_; }
+  const std::vector<int64_t>& mesh_dims() const { return mesh_dims_; }
+  // The placement the changing mesh dims have before and after.
+  const Placement& source_placement() const { return *source_.placements()[mesh_dims_[0]]; }
+  const Placement& target_placement() const { return *target_.placements()[mesh_dims_[0]]; }
+  // Ranks in the step's group and the calling rank's index among them
+  // (row-major over mesh_dims, the order of the group's communicator).
+  int64_t group_size() const { return group_size_; }
+  int64_t group_rank() const { return group_rank_; }
+  // Layouts of group member `member` before and after the step (cached).
+  const LocalLayout& source_layout(int64_t member) const;
+  const LocalLayout& target_layout(int64_t member) const;
+  // This rank's layouts.
+  const LocalLayout& my_source_layout() const { return source_layout(group_rank_); }
+  const LocalLayout& my_target_layout() const { return target_layout(group_rank_); }
+  // Leading dims merged into rows before and after (1: none).
+  int64_t source_merged() const { return merged_leading_dims(source_.placements()); }
+  int64_t target_merged() const { return merged_leading_dims(target_.placements()); }
+  // The local dim a placement splits in a layout merging `merged` dims, or -1
+  // when it splits none.
+  static int64_t local_split_dim(const Placement& placement, int64_t merged);
+  // Elements of one local tensor element, in bytes.
+  int64_t element_size() const;
+  // The group's communicator (flattened when several mesh dims change).
+  std::shared_ptr<Communicator> communicator() const;
+
+ private:
+  std::vector<int64_t> member_coordinate(int64_t member) const;
+
+  const DTensorSpec& source_;
+  const DTensorSpec& target_;
+  std::vector<int64_t> mesh_dims_;
+  std::vector<int64_t> base_coordinate_;
+  bool is_calling_rank_ = true;
+  int64_t group_size_ = 1;
+  int64_t group_rank_ = 0;
+  mutable std::vector<std::unique_ptr<LocalLayout>> source_layouts_;
+  mutable std::vector<std::unique_ptr<LocalLayout>> target_layouts_;
+};
+
+class Transition {
+ public:
+  virtual ~Transition() = default;
+  // The collective it runs ("all_gather_v", ...) or "local" when none.
+  virtual std::string_view collective() const = 0;
+  // Lower runs first among transitions that apply to a step.
+  virtual int priority() const { return 0; }
+  virtual bool applies(const StepContext& step) const = 0;
+  // Bytes the calling rank sends (for "local": bytes it copies).
+  virtual int64_t bytes(const StepContext& step) const = 0;
+  // The calling rank's target local tensor (contiguous) from its source one.
+  virtual at::Tensor run(const at::Tensor& local, const StepContext& step) const = 0;
+
+  bool communicates() const { return collective() != "local"; }
+};
+
+// Registered transitions in priority order.
+const std::vector<std::unique_ptr<Transition>>& registered_transitions();
+bool register_transition(std::unique_ptr<Transition> transition);
+
+// The first registered transition that applies to `step`, or nullptr.
+const Transition* find_transition(const StepContext& step);
+
+}  // namespace dtensor
+
+#define DTENSOR_REGISTER_TRANSITION(Type)                                         \
+  static const bool dtensor_transition_registered_##Type [[maybe_unused]] =       \
+      ::dtensor::register_transition(std::make_unique<Type>())

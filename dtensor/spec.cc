@@ -1,0 +1,66 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/spec.h"
+
+#include <sstream>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+
+namespace dtensor {
+
+DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
+                         std::vector<int64_t> shape, c10::ScalarType dtype)
+    : mesh_(std::move(mesh)), shape_(std::move(shape)), dtype_(dtype) {
+  for (int64_t extent : shape_) {
+    DTENSOR_CHECK(extent >= 0, "DTensor shape: expected non-negative sizes, found [",
+                  absl::StrJoin(shape_, ", "), "]");
+  }
+  placements_ = normalize_placements(placements, ndim(), mesh_.shape());
+  if (mesh_.contains_calling_rank()) local_layout_ = layout_at(mesh_.coordinate());
+}
+
+std::vector<int64_t> DTensorSpec::stride() const {
+  std::vector<int64_t> strides(shape_.size(), 1);
+  for (int64_t d = ndim() - 2; d >= 0; --d) strides[d] = strides[d + 1] * std::max<int64_t>(shape_[d + 1], 1);
+  return strides;
+}
+
+int64_t DTensorSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t extent : shape_) n *= extent;
+  return n;
+}
+
+DTensorSpec DTensorSpec::with_placements(std::vector<PlacementPtr> placements) const {
+  return DTensorSpec(mesh_, std::move(placements), shape_, dtype_);
+}
+
+LocalLayout DTensorSpec::layout_at(const std::vector<int64_t>& coordinate) const {
+  return compute_local_layout(shape_, mesh_.shape(), coordinate, placements_);
+}
+
+bool DTensorSpec::has_partial() const {
+  for (const PlacementPtr& p : placements_) {
+    if (p->is_partial()) return true;
+  }
+  return false;
+}
+
+std::string DTensorSpec::to_string() const {
+  std::ostringstream out;
+  out << "[" << absl::StrJoin(shape_, ", ") << "] " << dtype_ << " as "
+      << placements_to_string(placements_) << " on " << mesh_.to_string();
+  return out.str();
+}
+
+bool operator==(const DTensorSpec& a, const DTensorSpec& b) {
+  return a.shape_ == b.shape_ && a.dtype_ == b.dtype_ &&
+         same_placements(a.placements_, b.placements_) && a.mesh_ == b.mesh_;
+}
+
+size_t DTensorSpec::hash() const {
+  return absl::HashOf(shape_, static_cast<int>(dtype_), PlacementListHash()(placements_), mesh_);
+}
+
+}  // namespace dtensor
