@@ -17,6 +17,9 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
                   absl::StrJoin(shape_, ", "), "]");
   }
   placements_ = normalize_placements(placements, ndim(), mesh_.shape());
+  for (const PlacementPtr& p : placements_) {
+    if (std::optional<ReduceOp> op = p->partial_op()) check_reduce_op_supports(*op, dtype_, p->to_string());
+  }
   if (mesh_.contains_calling_rank()) local_layout_ = layout_at(mesh_.coordinate());
 }
 

@@ -11,18 +11,20 @@ std::vector<PlacementPtr> normalize_placements(const std::vector<PlacementPtr>& 
   DTENSOR_CHECK(placements.size() == mesh_shape.size(), "placements: expected one per mesh dim (",
                 mesh_shape.size(), "), found ", placements.size());
   std::vector<PlacementPtr> normalized;
-  int64_t merged = 1;
+  std::optional<int64_t> ragged_dims;
   for (size_t i = 0; i < placements.size(); ++i) {
     DTENSOR_CHECK(placements[i] != nullptr, "placements[", i, "]: expected a placement, found null");
     normalized.push_back(placements[i]->normalized(tensor_ndim));
     normalized.back()->check_mesh_dim_size(mesh_shape[i]);
     const int64_t k = normalized.back()->merged_leading_dims();
     if (k == 0) continue;
-    DTENSOR_CHECK(merged == 1 || k == merged, "placements ", placements_to_string(placements),
+    DTENSOR_CHECK(!ragged_dims || k == *ragged_dims, "placements ",
+                  placements_to_string(placements),
                   ": expected every Ragged placement to merge the same leading dims, found ",
-                  merged, " and ", k);
-    merged = std::max(merged, k);
+                  *ragged_dims, " and ", k);
+    ragged_dims = k;
   }
+  const int64_t merged = ragged_dims.value_or(1);
   for (const PlacementPtr& p : normalized) {
     const std::optional<int64_t> dim = p->split_dim();
     DTENSOR_CHECK(!dim || merged == 1 || *dim >= merged, "placements ",

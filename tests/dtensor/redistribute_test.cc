@@ -1,0 +1,431 @@
+// Copyright 2026 The dtensor Authors.
+//
+// Redistribute: every single-mesh-dim transition of design.md section 3 on a
+// 1-D mesh, the N-D cases, collective counts and kinds, plan printing and
+// caching.
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/redistribute/collective_counter.h"
+#include "dtensor/redistribute/planner.h"
+#include "dtensor/spec.h"
+#include "mesh/device_mesh.h"
+#include "mesh/local_communicator.h"
+#include "placements/placements.h"
+#include "tests/support/expect_error.h"
+
+namespace dtensor {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+at::Tensor index_tensor(const std::vector<int64_t>& indices) {
+  at::Tensor t = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
+  std::copy(indices.begin(), indices.end(), t.data_ptr<int64_t>());
+  return t;
+}
+
+at::Tensor make_global(const Shape& shape, at::ScalarType dtype = at::kFloat) {
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  at::Tensor values = at::arange(numel, at::kLong);
+  // bfloat16 holds integers exactly only up to 256: keep sums of scaled terms below it.
+  if (dtype == at::kBFloat16) values = values % 20;
+  return (values + 1).reshape(shape).to(dtype);
+}
+
+// The calling rank's part of `global` laid out as `placements` (see
+// dtensor_test.cc).
+at::Tensor expected_local(const at::Tensor& global, const DeviceMesh& mesh,
+                          const std::vector<PlacementPtr>& placements) {
+  std::vector<PlacementPtr> normalized =
+      normalize_placements(placements, global.dim(), mesh.shape());
+  LocalLayout layout =
+      compute_local_layout(global.sizes().vec(), mesh.shape(), mesh.coordinate(), normalized);
+  at::Tensor t = global;
+  if (layout.merged_leading_dims > 1) t = t.flatten(0, layout.merged_leading_dims - 1);
+  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
+    t = t.index_select(static_cast<int64_t>(d), index_tensor(layout.global_indices[d]));
+  }
+  for (size_t m = 0; m < normalized.size(); ++m) {
+    if (normalized[m]->is_partial() && *normalized[m]->partial_op() == ReduceOp::kSum &&
+        mesh.coordinate()[m] != 0) {
+      t = at::zeros_like(t);
+    }
+  }
+  return t.contiguous();
+}
+
+std::string counts_string(const CollectiveCounter& counter) {
+  std::ostringstream out;
+  out << "{";
+  for (const auto& [name, n] : counter.by_collective()) out << " " << name << ":" << n;
+  out << " }";
+  return out.str();
+}
+
+// A source laid out as `placements` whose Partial(sum) mesh dims hold
+// non-trivial terms on every rank; returns it and the global tensor it
+// represents.
+std::pair<DTensor, at::Tensor> make_source(const at::Tensor& global, const DeviceMesh& mesh,
+                                           const std::vector<PlacementPtr>& placements) {
+  std::vector<PlacementPtr> normalized =
+      normalize_placements(placements, global.dim(), mesh.shape());
+  bool partial = false;
+  for (const PlacementPtr& p : normalized) partial = partial || p->is_partial();
+  if (!partial) return {distribute_tensor(global, mesh, placements), global};
+  // Sum partials only: the rank at coordinate c holds piece * prod(c[m] + 1)
+  // over the partial mesh dims m, so the tensor represented is global times
+  // prod(n(n+1)/2).
+  std::vector<PlacementPtr> non_partial;
+  int64_t scale = 1;
+  int64_t weight = 1;
+  for (size_t m = 0; m < normalized.size(); ++m) {
+    if (normalized[m]->is_partial()) {
+      EXPECT_EQ(*normalized[m]->partial_op(), ReduceOp::kSum);
+      non_partial.push_back(Replicate::make());
+      const int64_t n = mesh.shape()[m];
+      scale *= n * (n + 1) / 2;  // sum of (c + 1) over c
+      weight *= mesh.coordinate()[m] + 1;
+    } else {
+      non_partial.push_back(normalized[m]);
+    }
+  }
+  at::Tensor piece = expected_local(global, mesh, non_partial);
+  auto spec = std::make_shared<const DTensorSpec>(mesh, normalized, global.sizes().vec(),
+                                                  global.scalar_type());
+  return {DTensor((piece * weight).contiguous(), spec), global * scale};
+}
+
+struct Case {
+  std::string from;
+  std::string to;
+  int64_t collectives;
+  // When non-empty: every collective is one of these.
+  std::vector<std::string> kinds;
+};
+
+std::vector<std::string> gathers() { return {"all_gather_v", "all_gather"}; }
+std::vector<std::string> reduce_scatters() { return {"reduce_scatter_v", "reduce_scatter"}; }
+std::vector<std::string> all_to_alls() { return {"all_to_all_v", "all_to_all"}; }
+
+// Runs `c` on the calling rank: redistribute under a counter, compare with a
+// direct distribute of the represented tensor, check the count and kinds.
+void run_case(const Case& c, const at::Tensor& global_in, const DeviceMesh& mesh,
+              bool check_count = true) {
+  SCOPED_TRACE(::testing::Message()
+               << c.from << " -> " << c.to << " shape " << global_in.sizes() << " mesh "
+               << mesh.to_string() << " rank " << mesh.world()->rank());
+  auto [source, global] = make_source(global_in, mesh, parse_placements(c.from));
+  std::vector<PlacementPtr> target = parse_placements(c.to);
+  CollectiveCounter counter;
+  DTensor out = source.redistribute(target);
+  const int64_t total = counter.total();
+  std::map<std::string, int64_t, std::less<>> kinds = counter.by_collective();
+  std::string kinds_text = counts_string(counter);
+  if (check_count) {
+    EXPECT_EQ(total, c.collectives) << "collectives " << kinds_text;
+    if (!c.kinds.empty()) {
+      int64_t matching = 0;
+      for (const std::string& kind : c.kinds) matching += counter.count(kind);
+      EXPECT_EQ(matching, total) << "collective kinds " << kinds_text << ", expected only "
+                                 << ::testing::PrintToString(c.kinds);
+    }
+  }
+  EXPECT_TRUE(
+      same_placements(out.placements(), normalize_placements(target, global.dim(), mesh.shape())))
+      << placements_to_string(out.placements());
+  EXPECT_EQ(out.sizes(), global.sizes().vec());
+  bool partial_target = false;
+  for (const PlacementPtr& p : target) partial_target = partial_target || p->is_partial();
+  if (partial_target) {
+    // Only P -> same P here: the terms stay where they are.
+    EXPECT_TRUE(at::equal(out.to_local(), source.to_local()))
+        << "got " << out.to_local() << "\nexpected " << source.to_local();
+  } else {
+    at::Tensor direct = distribute_tensor(global, mesh, target).to_local();
+    EXPECT_TRUE(at::equal(out.to_local(), direct))
+        << "got " << out.to_local() << "\nexpected " << direct;
+    EXPECT_TRUE(at::equal(out.to_local(), expected_local(global, mesh, target)));
+  }
+  at::Tensor full = out.full_tensor();
+  EXPECT_TRUE(at::equal(full, global)) << "full " << full;
+}
+
+// design.md section 3, one mesh dim of 4 ranks.
+std::vector<Case> one_dim_cases() {
+  const std::string rg_a = "RG(dims=1,units=[1,2,1,0])";
+  const std::string rg_b = "RG(dims=1,units=[0,1,3,1])";
+  return {
+      {"S(0)", "R", 1, gathers()},
+      {"S(1)", "R", 1, gathers()},
+      {"P(sum)", "R", 1, {"all_reduce"}},
+      {"P(sum)", "S(0)", 1, reduce_scatters()},
+      {"P(sum)", "S(1)", 1, reduce_scatters()},
+      {"S(0)", "S(1)", 1, all_to_alls()},
+      {"S(1)", "S(0)", 1, all_to_alls()},
+      {"R", "S(0)", 0, {}},
+      {"R", "S(1)", 0, {}},
+      {"R", "SS(0,2)", 0, {}},
+      {"R", "SS(1,3)", 0, {}},
+      {"SS(0,2)", "R", 1, gathers()},
+      {"SS(1,2)", "R", 1, gathers()},
+      {rg_a, "R", 1, gathers()},
+      {"R", rg_a, 0, {}},
+      {rg_a, rg_b, 1, {"all_to_all_v"}},
+      {rg_b, rg_a, 1, {"all_to_all_v"}},
+      {"P(sum)", rg_a, 1, {"reduce_scatter_v"}},
+      {"S(0)", rg_a, 1, {}},
+      {rg_a, "S(0)", 1, {}},
+      {"SS(0,2)", "S(0)", 1, {}},
+      {"S(0)", "SS(0,2)", 1, {}},
+      {"SS(0,2)", "SS(0,3)", 1, {}},
+      {"SS(0,2)", "S(1)", 1, {}},
+      {"R", "R", 0, {}},
+      {"S(0)", "S(0)", 0, {}},
+      {"P(sum)", "P(sum)", 0, {}},
+  };
+}
+
+TEST(RedistributeTest, SingleMeshDimTransitionsUneven) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    for (const Case& c : one_dim_cases()) run_case(c, make_global({7, 5}), mesh);
+  });
+}
+
+TEST(RedistributeTest, SingleMeshDimTransitionsEven) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    for (const Case& c : one_dim_cases()) run_case(c, make_global({8, 4}), mesh);
+  });
+}
+
+TEST(RedistributeTest, SingleMeshDimTransitionsTinyAndEmpty) {
+  // Values only: with empty pieces an implementation may skip collectives.
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    for (const Case& c : one_dim_cases()) {
+      run_case(c, make_global({3, 1}), mesh, /*check_count=*/false);
+      run_case(c, make_global({1, 2}), mesh, /*check_count=*/false);
+      run_case(c, make_global({0, 5}), mesh, /*check_count=*/false);
+    }
+  });
+}
+
+TEST(RedistributeTest, SingleMeshDimTransitionsOtherDtypes) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    for (at::ScalarType dtype : {at::kBFloat16, at::kLong}) {
+      for (const Case& c : one_dim_cases()) run_case(c, make_global({7, 5}, dtype), mesh);
+    }
+  });
+}
+
+TEST(RedistributeTest, ThreeDimTensorAndMergedRagged) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const std::string rg2 = "RG(dims=2,units=[2,1,0,1])";
+    const std::vector<Case> cases = {
+        {"S(2)", "R", 1, gathers()},
+        {"S(0)", "S(2)", 1, all_to_alls()},
+        {"S(2)", "S(1)", 1, all_to_alls()},
+        {"P(sum)", "S(2)", 1, reduce_scatters()},
+        {"R", rg2, 0, {}},
+        {rg2, "R", 1, gathers()},
+        {rg2, "RG(dims=2,units=[1,1,1,1])", 1, {"all_to_all_v"}},
+        {"P(sum)", rg2, 1, {"reduce_scatter_v"}},
+        {"S(2)", rg2, 1, {}},
+        {rg2, "S(2)", 1, {}},
+    };
+    for (const Case& c : cases) run_case(c, make_global({3, 5, 2}), mesh);
+  });
+}
+
+TEST(RedistributeTest, ScalarTensor) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor scalar = at::scalar_tensor(5.0, at::kFloat);
+    run_case({"P(sum)", "R", 1, {"all_reduce"}}, scalar, mesh);
+    run_case({"R", "R", 0, {}}, scalar, mesh);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// N-D meshes
+
+bool rank_zero(const DeviceMesh& mesh) { return mesh.world()->rank() == 0; }
+
+// Redistributes on the calling rank, asserting at most `max_collectives`
+// (exactly, when `exact`) and equality with a direct distribute.
+void run_nd(const std::string& from, const std::string& to, const Shape& shape,
+            const DeviceMesh& mesh, int64_t max_collectives, bool exact) {
+  SCOPED_TRACE(::testing::Message()
+               << from << " -> " << to << " shape " << ::testing::PrintToString(shape) << " mesh "
+               << mesh.to_string() << " rank " << mesh.world()->rank());
+  at::Tensor global = make_global(shape);
+  DTensor source = distribute_tensor(global, mesh, parse_placements(from));
+  CollectiveCounter counter;
+  DTensor out = source.redistribute(parse_placements(to));
+  const int64_t total = counter.total();
+  const std::string kinds = counts_string(counter);
+  if (exact) {
+    EXPECT_EQ(total, max_collectives) << kinds;
+  } else {
+    EXPECT_LE(total, max_collectives) << kinds;
+  }
+  at::Tensor direct = distribute_tensor(global, mesh, parse_placements(to)).to_local();
+  EXPECT_TRUE(at::equal(out.to_local(), direct))
+      << "got " << out.to_local() << "\nexpected " << direct;
+  EXPECT_TRUE(at::equal(out.full_tensor(), global));
+  if (::testing::Test::HasFailure() && rank_zero(mesh)) {
+    const RedistributePlan& plan =
+        plan_redistribute(source.spec(), source.spec().with_placements(parse_placements(to)));
+    std::cout << "plan " << from << " -> " << to << ":\n" << plan.to_string() << std::endl;
+  }
+}
+
+TEST(RedistributeTest, TwoDimMeshIssueCases) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    for (const Shape& shape : {Shape{7, 5}, Shape{8, 8}, Shape{3, 9}}) {
+      run_nd("S(0),S(1)", "S(0),S(0)", shape, mesh, 1, /*exact=*/true);
+      run_nd("S(0),S(1)", "S(1),S(0)", shape, mesh, 2, /*exact=*/false);
+      run_nd("S(0),S(0)", "S(1),S(1)", shape, mesh, 2, /*exact=*/false);
+      run_nd("S(0),S(0)", "R,R", shape, mesh, 2, /*exact=*/false);
+      run_nd("S(0),S(1)", "R,R", shape, mesh, 2, /*exact=*/false);
+      run_nd("R,R", "S(1),S(0)", shape, mesh, 0, /*exact=*/true);
+      run_nd("P(sum),P(sum)", "R,R", shape, mesh, 2, /*exact=*/false);
+      run_nd("P(sum),S(0)", "S(0),S(1)", shape, mesh, 2, /*exact=*/false);
+      run_nd("S(0),R", "R,S(0)", shape, mesh, 2, /*exact=*/false);
+    }
+  });
+}
+
+TEST(RedistributeTest, ThreeDimMeshIssueCase) {
+  run_ranks(8, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2, 2});
+    for (const Shape& shape : {Shape{8, 8}, Shape{9, 10}, Shape{5, 3}}) {
+      run_nd("S(0),S(0),S(0)", "S(1),S(1),S(1)", shape, mesh, 3, /*exact=*/false);
+      run_nd("S(0),S(0),S(0)", "R,R,R", shape, mesh, 3, /*exact=*/false);
+      run_nd("S(0),S(1),R", "R,S(0),S(1)", shape, mesh, 3, /*exact=*/false);
+    }
+  });
+}
+
+TEST(RedistributeTest, StridedShardOverShardToReplicate) {
+  run_ranks(8, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4, 2});
+    for (const Shape& shape : {Shape{18, 2}, Shape{15, 5}}) {
+      run_nd("SS(0,2),S(0)", "R,R", shape, mesh, 2, /*exact=*/false);
+      run_nd("R,R", "SS(0,2),S(0)", shape, mesh, 0, /*exact=*/true);
+      run_nd("SS(0,2),S(0)", "S(0),R", shape, mesh, 2, /*exact=*/false);
+      run_nd("S(0),S(0)", "SS(0,2),S(0)", shape, mesh, 2, /*exact=*/false);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Plans
+
+TEST(RedistributeTest, PlanPrintsEachStepsCollective) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{8, 6}, at::kFloat);
+    DTensorSpec target = source.with_placements(parse_placements("R,R"));
+    const RedistributePlan& plan = plan_redistribute(source, target);
+    ASSERT_FALSE(plan.steps.empty());
+    EXPECT_GE(plan.collectives(), 1);
+    EXPECT_LE(plan.collectives(), 2);
+    const std::string text = plan.to_string();
+    for (const PlannedStep& step : plan.steps) {
+      ASSERT_NE(step.transition, nullptr);
+      EXPECT_NE(text.find(std::string(step.transition->collective())), std::string::npos) << text;
+      EXPECT_FALSE(step.mesh_dims.empty());
+      ASSERT_NE(step.before, nullptr);
+      ASSERT_NE(step.after, nullptr);
+    }
+    EXPECT_EQ(*plan.steps.front().before, source);
+    EXPECT_EQ(*plan.steps.back().after, target);
+    EXPECT_NE(text.find("all_gather"), std::string::npos) << text;
+    EXPECT_NE(text.find("bytes"), std::string::npos) << text;
+    // One line per step plus a totals line.
+    EXPECT_GE(std::count(text.begin(), text.end(), '\n') + (text.back() == '\n' ? 0 : 1),
+              static_cast<int64_t>(plan.steps.size()) + 1)
+        << text;
+    EXPECT_GT(plan.total_cost, 0);
+
+    // A 1-D P -> R plan is one all_reduce step.
+    DeviceMesh line = init_device_mesh("local", {4});
+    DTensorSpec partial(line, parse_placements("P(sum)"), Shape{4, 4}, at::kFloat);
+    const RedistributePlan& reduce =
+        plan_redistribute(partial, partial.with_placements(parse_placements("R")));
+    ASSERT_EQ(reduce.steps.size(), 1u);
+    EXPECT_EQ(reduce.collectives(), 1);
+    EXPECT_EQ(reduce.steps[0].transition->collective(), "all_reduce");
+    EXPECT_NE(reduce.to_string().find("all_reduce"), std::string::npos) << reduce.to_string();
+
+    // R -> S is local: no collective.
+    DTensorSpec rep(line, parse_placements("R"), Shape{4, 4}, at::kFloat);
+    const RedistributePlan& slice =
+        plan_redistribute(rep, rep.with_placements(parse_placements("S(1)")));
+    EXPECT_EQ(slice.collectives(), 0);
+  });
+}
+
+TEST(RedistributeTest, PlansAreCached) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{7, 5}, at::kFloat);
+    DTensorSpec target = source.with_placements(parse_placements("S(1),S(0)"));
+    const RedistributePlan* first = &plan_redistribute(source, target);
+    const RedistributePlan* second = &plan_redistribute(source, target);
+    EXPECT_EQ(first, second);
+    // An equal spec built anew hits the same entry.
+    DTensorSpec source_again(mesh, parse_placements("S(-2),S(-1)"), Shape{7, 5}, at::kFloat);
+    DTensorSpec target_again(mesh, parse_placements("S(1),S(0)"), Shape{7, 5}, at::kFloat);
+    EXPECT_EQ(&plan_redistribute(source_again, target_again), first);
+    // A different shape is a different plan.
+    DTensorSpec other(mesh, parse_placements("S(0),S(1)"), Shape{8, 5}, at::kFloat);
+    EXPECT_NE(&plan_redistribute(other, other.with_placements(parse_placements("S(1),S(0)"))),
+              first);
+  });
+}
+
+TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    at::Tensor global = make_global({7, 5});
+    DTensor source = distribute_tensor(global, mesh, parse_placements("S(0),S(1)"));
+    DTensorSpec target = source.spec().with_placements(parse_placements("S(1),R"));
+    const RedistributePlan& plan = plan_redistribute(source.spec(), target);
+    at::Tensor local = execute_plan(plan, source.to_local());
+    EXPECT_TRUE(at::equal(local, expected_local(global, mesh, parse_placements("S(1),R"))));
+  });
+}
+
+TEST(RedistributeTest, PartialTargetsRefusedPubliclyButPlannable) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor global = make_global({5, 3});
+    DTensor dt = distribute_tensor(global, mesh, parse_placements("S(0)"));
+    DTENSOR_EXPECT_ERROR(dt.redistribute(parse_placements("P(sum)")), "Partial");
+    const RedistributePlan& plan =
+        plan_redistribute(dt.spec(), dt.spec().with_placements(parse_placements("P(sum)")));
+    EXPECT_FALSE(plan.steps.empty());
+    DTensor any = redistribute_any(dt, parse_placements("P(sum)"));
+    EXPECT_TRUE(at::equal(any.full_tensor(), global));
+  });
+}
+
+}  // namespace
+}  // namespace dtensor
