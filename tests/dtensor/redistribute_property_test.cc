@@ -25,216 +25,24 @@
 #include "mesh/device_mesh.h"
 #include "mesh/local_communicator.h"
 #include "placements/placements.h"
+#include "tests/support/redistribute_cases.h"
 
 namespace dtensor {
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-at::Tensor index_tensor(const std::vector<int64_t>& indices) {
-  at::Tensor t = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
-  std::copy(indices.begin(), indices.end(), t.data_ptr<int64_t>());
-  return t;
-}
-
-// The calling rank's part of `global` laid out as (normalized) `placements`.
-at::Tensor expected_local(const at::Tensor& global, const DeviceMesh& mesh,
-                          const std::vector<PlacementPtr>& placements) {
-  LocalLayout layout =
-      compute_local_layout(global.sizes().vec(), mesh.shape(), mesh.coordinate(), placements);
-  at::Tensor t = global;
-  if (layout.merged_leading_dims > 1) t = t.flatten(0, layout.merged_leading_dims - 1);
-  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
-    t = t.index_select(static_cast<int64_t>(d), index_tensor(layout.global_indices[d]));
-  }
-  for (size_t m = 0; m < placements.size(); ++m) {
-    if (placements[m]->is_partial() && mesh.coordinate()[m] != 0) t = at::zeros_like(t);
-  }
-  return t.contiguous();
-}
-
-int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-}
-
-// A random placement for a mesh dim of `n` ranks and a tensor of `ndim` dims.
-PlacementPtr random_placement(std::mt19937& rng, int64_t n, int64_t ndim, bool allow_partial) {
-  const int64_t kinds = allow_partial ? 6 : 5;
-  switch (uniform(rng, 0, kinds - 1)) {
-    case 0:
-      return Replicate::make();
-    case 1:
-    case 2: {
-      if (ndim == 0) return Replicate::make();
-      // Negative dims too: they normalize.
-      return Shard::make(uniform(rng, -ndim, ndim - 1));
-    }
-    case 3:
-      if (ndim == 0) return Replicate::make();
-      return StridedShard::make(uniform(rng, 0, ndim - 1), uniform(rng, 1, 3));
-    case 4: {
-      if (ndim == 0) return Replicate::make();
-      std::vector<int64_t> units(n);
-      bool any = false;
-      while (!any) {
-        for (int64_t& u : units) {
-          u = uniform(rng, 0, 3);
-          any = any || u > 0;
-        }
-      }
-      // Mostly one leading dim, sometimes all of them merged into rows.
-      const int64_t dims = (ndim >= 2 && uniform(rng, 0, 4) == 0) ? uniform(rng, 2, ndim) : 1;
-      return Ragged::make(dims, units);
-    }
-    default:
-      return Partial::make(ReduceOp::kSum);
-  }
-}
-
-std::vector<PlacementPtr> random_placements(std::mt19937& rng, const Shape& mesh_shape,
-                                            int64_t ndim, bool allow_partial) {
-  std::vector<PlacementPtr> placements;
-  for (int64_t n : mesh_shape) placements.push_back(random_placement(rng, n, ndim, allow_partial));
-  return placements;
-}
-
-// normalize_placements, or nothing when the combination is invalid.
-std::optional<std::vector<PlacementPtr>> try_normalize(const std::vector<PlacementPtr>& placements,
-                                                       int64_t ndim, const Shape& mesh_shape) {
-  try {
-    return normalize_placements(placements, ndim, mesh_shape);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
-
-// Ragged placements that merge different numbers of leading dims cannot share
-// a layout; normalize_placements must reject them (DTensorTest covers that),
-// and they are skipped here whatever it does.
-bool mixed_ragged_dims(const std::vector<PlacementPtr>& placements) {
-  int64_t dims = 0;
-  for (const PlacementPtr& p : placements) {
-    const int64_t k = p->merged_leading_dims();
-    if (k == 0) continue;
-    if (dims != 0 && k != dims) return true;
-    dims = k;
-  }
-  return false;
-}
-
-struct Totals {
-  std::atomic<int64_t> cases{0};
-  std::atomic<int64_t> skipped{0};
-  std::atomic<int64_t> failures{0};
-  std::mutex mutex;
-  std::vector<std::string> messages;  // the first few failures
-
-  // Collectives per case, against the mesh dims whose placement changes
-  // (informative: design.md promises one collective per changed mesh dim in
-  // the cases it names).
-  std::map<int64_t, int64_t> collectives_histogram;
-  int64_t over_changed = 0;
-  std::vector<std::string> over_examples;
-  void note_collectives(int64_t collectives, int64_t changed, const std::string& what) {
-    std::lock_guard<std::mutex> lock(mutex);
-    ++collectives_histogram[collectives];
-    if (collectives > changed) {
-      ++over_changed;
-      if (over_examples.size() < 5) over_examples.push_back(what);
-    }
-  }
-
-  void fail(const std::string& message) {
-    ++failures;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (messages.size() < 20) messages.push_back(message);
-  }
-};
+using testing::RedistributeCaseTotals;
 
 // Runs `cases` random cases on a mesh of `mesh_shape` (every rank draws the
 // same sequence from `seed`).
-void run_mesh(const Shape& mesh_shape, int64_t cases, uint32_t seed, Totals& totals) {
+void run_mesh(const Shape& mesh_shape, int64_t cases, uint32_t seed, RedistributeCaseTotals& totals) {
   int world = 1;
   for (int64_t n : mesh_shape) world *= static_cast<int>(n);
   std::string current;  // rank 0's case, for errors thrown out of run_ranks
   try {
-    run_ranks(world, [&](int rank) {
-      DeviceMesh mesh = init_device_mesh("local", mesh_shape);
-      std::mt19937 rng(seed);
-      for (int64_t i = 0; i < cases; ++i) {
-        // Mostly 1-3 dims, sometimes a 0-dim tensor.
-        const int64_t min_ndim = uniform(rng, 0, 7) == 0 ? 0 : 1;
-        const int64_t ndim = uniform(rng, min_ndim, 3);
-        Shape shape(ndim);
-        for (int64_t& s : shape) s = uniform(rng, 0, 9);
-        const auto source = random_placements(rng, mesh_shape, ndim, /*allow_partial=*/true);
-        const auto target = random_placements(rng, mesh_shape, ndim, /*allow_partial=*/false);
-        const bool bf16 = uniform(rng, 0, 9) == 0;
-        auto norm_source = try_normalize(source, ndim, mesh_shape);
-        auto norm_target = try_normalize(target, ndim, mesh_shape);
-        if (!norm_source || !norm_target || mixed_ragged_dims(source) ||
-            mixed_ragged_dims(target)) {
-          if (rank == 0) ++totals.skipped;
-          continue;
-        }
-        std::ostringstream what;
-        what << "mesh " << ::testing::PrintToString(mesh_shape) << " shape "
-             << ::testing::PrintToString(shape) << " " << placements_to_string(source) << " -> "
-             << placements_to_string(target) << (bf16 ? " bf16" : " float") << " (seed " << seed
-             << " case " << i << ")";
-        if (rank == 0) current = what.str();
-        try {
-          int64_t numel = 1;
-          for (int64_t s : shape) numel *= s;
-          // Integer values, small enough for bfloat16 to hold exactly.
-          at::Tensor global = ((at::arange(numel, at::kLong) * 7) % 61 + 1)
-                                  .reshape(shape)
-                                  .to(bf16 ? at::kBFloat16 : at::kFloat);
-          DTensor dt = distribute_tensor(global, mesh, source);
-          if (!at::equal(dt.to_local(), expected_local(global, mesh, *norm_source))) {
-            totals.fail(what.str() + " rank " + std::to_string(rank) +
-                        ": distribute_tensor to the source gave a wrong local tensor");
-          }
-          int64_t collectives = 0;
-          std::string kinds;
-          DTensor out = [&] {
-            CollectiveCounter counter;
-            DTensor result = dt.redistribute(target);
-            collectives = counter.total();
-            for (const auto& [name, n] : counter.by_collective()) {
-              kinds += " " + name + ":" + std::to_string(n);
-            }
-            return result;
-          }();
-          int64_t changed = 0;
-          for (size_t m = 0; m < mesh_shape.size(); ++m) {
-            changed += (*(*norm_source)[m] != *(*norm_target)[m]) ? 1 : 0;
-          }
-          if (rank == 0) totals.note_collectives(collectives, changed, what.str() + kinds);
-          at::Tensor direct = distribute_tensor(global, mesh, target).to_local();
-          at::Tensor full = out.full_tensor();
-          if (rank == 0) ++totals.cases;
-          std::ostringstream problem;
-          if (!same_placements(out.placements(), *norm_target)) {
-            problem << " placements " << placements_to_string(out.placements());
-          }
-          if (!at::equal(out.to_local(), direct)) {
-            problem << " local " << out.to_local().sizes() << " " << out.to_local().flatten()
-                    << " expected " << direct.sizes() << " " << direct.flatten();
-          } else if (!at::equal(out.to_local(), expected_local(global, mesh, *norm_target))) {
-            problem << " local equals a direct distribute but not the layout's slice";
-          }
-          if (!at::equal(full, global)) {
-            problem << " full_tensor " << full.flatten() << " expected " << global.flatten();
-          }
-          if (!problem.str().empty()) {
-            totals.fail(what.str() + " rank " + std::to_string(rank) + ":" + problem.str());
-          }
-        } catch (const std::exception& e) {
-          totals.fail(what.str() + " rank " + std::to_string(rank) + " threw: " + e.what());
-          throw;  // the other ranks fail too; run_ranks rethrows
-        }
-      }
+    run_ranks(world, [&](int) {
+      testing::run_random_redistribute_cases(init_device_mesh("local", mesh_shape), cases, seed,
+                                             totals, &current);
     });
   } catch (const std::exception& e) {
     totals.fail("mesh " + ::testing::PrintToString(mesh_shape) + " threw during [" + current +
@@ -252,7 +60,7 @@ TEST(RedistributePropertyTest, RandomLayoutsRoundTrip) {
       {{2, 3}, 450}, {{4, 2}, 450},    {{2, 4}, 450},    {{1, 4}, 225},
       {{4, 1}, 225}, {{2, 2, 2}, 600}, {{2, 1, 3}, 300}, {{1, 2, 2}, 225},
   };
-  Totals totals;
+  RedistributeCaseTotals totals;
   uint32_t seed = 20260;
   for (const auto& [mesh_shape, cases] : meshes) {
     const auto mesh_start = std::chrono::steady_clock::now();
