@@ -21,6 +21,7 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
     if (std::optional<ReduceOp> op = p->partial_op()) check_reduce_op_supports(*op, dtype_, p->to_string());
   }
   if (mesh_.contains_calling_rank()) local_layout_ = layout_at(mesh_.coordinate());
+  hash_ = absl::HashOf(shape_, static_cast<int>(dtype_), PlacementListHash()(placements_), mesh_);
 }
 
 std::vector<int64_t> DTensorSpec::stride() const {
@@ -58,12 +59,10 @@ std::string DTensorSpec::to_string() const {
 }
 
 bool operator==(const DTensorSpec& a, const DTensorSpec& b) {
-  return a.shape_ == b.shape_ && a.dtype_ == b.dtype_ &&
+  if (&a == &b) return true;
+  return a.hash_ == b.hash_ && a.shape_ == b.shape_ && a.dtype_ == b.dtype_ &&
          same_placements(a.placements_, b.placements_) && a.mesh_ == b.mesh_;
 }
 
-size_t DTensorSpec::hash() const {
-  return absl::HashOf(shape_, static_cast<int>(dtype_), PlacementListHash()(placements_), mesh_);
-}
 
 }  // namespace dtensor

@@ -54,7 +54,8 @@ class DTensorSpec {
 
   friend bool operator==(const DTensorSpec& a, const DTensorSpec& b);
   friend bool operator!=(const DTensorSpec& a, const DTensorSpec& b) { return !(a == b); }
-  size_t hash() const;
+  // Computed once, at construction.
+  size_t hash() const { return hash_; }
 
  private:
   DeviceMesh mesh_;
@@ -62,6 +63,7 @@ class DTensorSpec {
   std::vector<int64_t> shape_;
   c10::ScalarType dtype_;
   LocalLayout local_layout_;
+  size_t hash_ = 0;
 };
 
 using DTensorSpecPtr = std::shared_ptr<const DTensorSpec>;

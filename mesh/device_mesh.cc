@@ -196,7 +196,7 @@ int64_t DeviceMesh::dim_index(std::string_view name) const {
   return it - names_.begin();
 }
 
-std::vector<int64_t> DeviceMesh::ranks() const {
+const std::vector<int64_t>& DeviceMesh::ranks() const {
   return (*family_)[std::max<int64_t>(sibling_, 0)];
 }
 
@@ -321,6 +321,9 @@ std::string DeviceMesh::to_string() const {
 }
 
 bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+  if (a.family_ == b.family_ && a.sibling_ == b.sibling_ && a.shape_ == b.shape_) {
+    return a.names_ == b.names_;  // same rank grid: the common case of one mesh reused
+  }
   return a.shape_ == b.shape_ && a.names_ == b.names_ && a.ranks() == b.ranks();
 }
 

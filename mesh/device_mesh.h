@@ -50,7 +50,7 @@ class DeviceMesh {
   int64_t dim_index(std::string_view name) const;
 
   // The mesh's ranks (world ranks) in row-major order.
-  std::vector<int64_t> ranks() const;
+  const std::vector<int64_t>& ranks() const;
   // The world rank at `coordinate`.
   int64_t rank_at(const std::vector<int64_t>& coordinate) const;
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/check.h"
 #include "dtensor/redistribute/collective_counter.h"
@@ -165,21 +166,42 @@ class Planner {
   std::map<std::string, std::pair<std::string, PlannedStep>> came_from_;
 };
 
+// Cache key: the source spec and the target placements as given. Lookups go
+// through PlanKeyView, which borrows both, so a hit copies and allocates
+// nothing.
 struct PlanKey {
-  DTensorSpec source;
+  DTensorSpecPtr source;
   Placements target;
-  bool operator==(const PlanKey& other) const {
-    return source == other.source && same_placements(target, other.target);
+};
+
+struct PlanKeyView {
+  const DTensorSpec* source;
+  const Placements* target;
+};
+
+struct PlanKeyHash {
+  using is_transparent = void;
+  size_t operator()(const PlanKeyView& key) const {
+    return absl::HashOf(key.source->hash(), PlacementListHash()(*key.target));
   }
-  template <typename H>
-  friend H AbslHashValue(H h, const PlanKey& key) {
-    return H::combine(std::move(h), key.source.hash(), PlacementListHash()(key.target));
+  size_t operator()(const PlanKey& key) const { return (*this)(PlanKeyView{key.source.get(), &key.target}); }
+};
+
+struct PlanKeyEq {
+  using is_transparent = void;
+  static PlanKeyView view(const PlanKey& key) { return {key.source.get(), &key.target}; }
+  static PlanKeyView view(const PlanKeyView& key) { return key; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    const PlanKeyView x = view(a), y = view(b);
+    return *x.source == *y.source && same_placements(*x.target, *y.target);
   }
 };
 
 // Per thread: with the local backend every rank is a thread with its own
 // communicators, so plans (which name none) are still kept per rank.
-thread_local absl::flat_hash_map<PlanKey, std::unique_ptr<RedistributePlan>> plan_cache;
+thread_local absl::flat_hash_map<PlanKey, std::unique_ptr<RedistributePlan>, PlanKeyHash, PlanKeyEq>
+    plan_cache;
 
 }  // namespace
 
@@ -221,14 +243,29 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source, const DTens
 
 const RedistributePlan& plan_redistribute(const DTensorSpec& source,
                                           const std::vector<PlacementPtr>& target_placements) {
-  PlanKey key{source, normalize_placements(target_placements, source.ndim(), source.mesh().shape())};
-  auto it = plan_cache.find(key);
+  auto it = plan_cache.find(PlanKeyView{&source, &target_placements});
   if (it != plan_cache.end()) return *it->second;
-  const DTensorSpec target = source.with_placements(key.target);
-  auto plan = std::make_unique<RedistributePlan>(Planner(source, target).plan());
-  plan->target = plan->steps.empty() ? std::make_shared<const DTensorSpec>(source)
-                                     : plan->steps.back().after;
-  return *plan_cache.emplace(std::move(key), std::move(plan)).first->second;
+  const DTensorSpec target = source.with_placements(target_placements);
+  // Also cached under the normalized spelling (e.g. S(-1) and S(1) share a plan).
+  auto found = plan_cache.find(PlanKeyView{&source, &target.placements()});
+  RedistributePlan* plan = nullptr;
+  if (found != plan_cache.end()) {
+    plan = found->second.get();
+  } else {
+    auto made = std::make_unique<RedistributePlan>(Planner(source, target).plan());
+    made->target = made->steps.empty() ? std::make_shared<const DTensorSpec>(source)
+                                       : made->steps.back().after;
+    plan = made.get();
+    auto source_copy = std::make_shared<const DTensorSpec>(source);
+    plan_cache.emplace(PlanKey{source_copy, target.placements()}, std::move(made));
+  }
+  if (!same_placements(target_placements, target.placements())) {
+    auto alias = std::make_unique<RedistributePlan>(*plan);
+    plan = alias.get();
+    plan_cache.emplace(PlanKey{std::make_shared<const DTensorSpec>(source), target_placements},
+                       std::move(alias));
+  }
+  return *plan;
 }
 
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
