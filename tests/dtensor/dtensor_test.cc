@@ -17,47 +17,18 @@
 #include "mesh/local_communicator.h"
 #include "placements/placements.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/layout_reference.h"
 
 namespace dtensor {
 namespace {
 
 using Shape = std::vector<int64_t>;
 
-at::Tensor index_tensor(const std::vector<int64_t>& indices) {
-  at::Tensor t = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
-  std::copy(indices.begin(), indices.end(), t.data_ptr<int64_t>());
-  return t;
-}
-
 // Distinct small integers 1..numel in `shape`, cast to `dtype` (exact).
 at::Tensor make_global(const Shape& shape, at::ScalarType dtype = at::kFloat) {
   int64_t numel = 1;
   for (int64_t s : shape) numel *= s;
   return (at::arange(numel, at::kLong) + 1).reshape(shape).to(dtype);
-}
-
-// What the calling rank of `mesh` must hold when `global` is laid out as
-// `placements`: the product of the layout's global index lists (rows of the
-// flattened leading dims for a merging Ragged), zeros on coordinates != 0 of a
-// Partial(sum) mesh dim.
-at::Tensor expected_local(const at::Tensor& global, const DeviceMesh& mesh,
-                          const std::vector<PlacementPtr>& placements) {
-  std::vector<PlacementPtr> normalized =
-      normalize_placements(placements, global.dim(), mesh.shape());
-  LocalLayout layout =
-      compute_local_layout(global.sizes().vec(), mesh.shape(), mesh.coordinate(), normalized);
-  at::Tensor t = global;
-  if (layout.merged_leading_dims > 1) t = t.flatten(0, layout.merged_leading_dims - 1);
-  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
-    t = t.index_select(static_cast<int64_t>(d), index_tensor(layout.global_indices[d]));
-  }
-  for (size_t m = 0; m < normalized.size(); ++m) {
-    if (normalized[m]->is_partial() && *normalized[m]->partial_op() == ReduceOp::kSum &&
-        mesh.coordinate()[m] != 0) {
-      t = at::zeros_like(t);
-    }
-  }
-  return t.contiguous();
 }
 
 std::string describe(const at::Tensor& t) {
@@ -78,7 +49,7 @@ void check_distribute(const at::Tensor& global, const DeviceMesh& mesh, const st
   const bool is_src = !src_rank || *src_rank == mesh.world()->rank();
   DTensor dt = distribute_tensor(is_src || !garbage.defined() ? global : garbage, mesh, placements,
                                  src_rank);
-  at::Tensor expected = expected_local(global.contiguous(), mesh, placements);
+  at::Tensor expected = testing::expected_local(global.contiguous(), mesh, placements);
   EXPECT_TRUE(dt.to_local().is_contiguous());
   EXPECT_EQ(dt.to_local().scalar_type(), global.scalar_type());
   EXPECT_TRUE(at::equal(dt.to_local(), expected))
@@ -124,7 +95,7 @@ TEST(DTensorTest, DistributeShardSizesFollowTorchChunk) {
     at::Tensor nine = make_global({9});
     const std::vector<std::vector<int64_t>> strided = {{0, 1, 5}, {2, 3, 6}, {4, 7}, {8}};
     DTensor ss = distribute_tensor(nine, mesh, parse_placements("SS(0,2)"));
-    EXPECT_TRUE(at::equal(ss.to_local(), nine.index_select(0, index_tensor(strided[rank]))))
+    EXPECT_TRUE(at::equal(ss.to_local(), nine.index_select(0, at::tensor(strided[rank], at::kLong))))
         << describe(ss.to_local());
     EXPECT_TRUE(at::equal(ss.full_tensor(), nine));
   });
@@ -310,7 +281,7 @@ TEST(DTensorTest, FromLocalInfersTwoDimMeshShape) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     at::Tensor global = make_global({7, 5});
     auto placements = parse_placements("S(0),S(1)");
-    DTensor dt = from_local(expected_local(global, mesh, placements), mesh, placements);
+    DTensor dt = from_local(testing::expected_local(global, mesh, placements), mesh, placements);
     EXPECT_EQ(dt.sizes(), (Shape{7, 5}));
     EXPECT_TRUE(at::equal(dt.full_tensor(), global));
   });
@@ -324,15 +295,15 @@ TEST(DTensorTest, FromLocalExplicitShape) {
     FromLocalOptions options;
     options.shape = Shape{5, 3};
     options.stride = Shape{3, 1};
-    DTensor dt = from_local(expected_local(global, mesh, placements), mesh, placements, options);
+    DTensor dt = from_local(testing::expected_local(global, mesh, placements), mesh, placements, options);
     EXPECT_EQ(dt.sizes(), (Shape{5, 3}));
-    EXPECT_TRUE(at::equal(dt.to_local(), expected_local(global, mesh, placements)));
+    EXPECT_TRUE(at::equal(dt.to_local(), testing::expected_local(global, mesh, placements)));
     EXPECT_TRUE(at::equal(dt.full_tensor(), global));
     FromLocalOptions no_check;
     no_check.run_check = false;
     no_check.shape = Shape{5, 3};
     DTensor unchecked =
-        from_local(expected_local(global, mesh, placements), mesh, placements, no_check);
+        from_local(testing::expected_local(global, mesh, placements), mesh, placements, no_check);
     EXPECT_TRUE(at::equal(unchecked.full_tensor(), global));
   });
 }
@@ -356,7 +327,7 @@ TEST(DTensorTest, FromLocalRaggedLearnsUnits) {
     // The learned layout round-trips through redistribute.
     EXPECT_TRUE(at::equal(dt.redistribute(parse_placements("R")).to_local(), global));
     DTensor even = dt.redistribute(parse_placements("S(0)"));
-    EXPECT_TRUE(at::equal(even.to_local(), expected_local(global, mesh, parse_placements("S(0)"))));
+    EXPECT_TRUE(at::equal(even.to_local(), testing::expected_local(global, mesh, parse_placements("S(0)"))));
   });
 }
 
@@ -536,7 +507,7 @@ TEST(DTensorTest, RedistributeRefusesPartialTarget) {
     DTENSOR_EXPECT_ERROR(dt.redistribute(parse_placements("P(sum),P(sum)")), "Partial");
     DTensor kept = dt.redistribute(parse_placements("P(sum),S(0)"));
     EXPECT_TRUE(
-        at::equal(kept.to_local(), expected_local(global, mesh, parse_placements("P(sum),S(0)"))));
+        at::equal(kept.to_local(), testing::expected_local(global, mesh, parse_placements("P(sum),S(0)"))));
     EXPECT_TRUE(at::equal(kept.full_tensor(), global));
   });
 }

@@ -22,17 +22,12 @@
 #include "mesh/local_communicator.h"
 #include "placements/placements.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/layout_reference.h"
 
 namespace dtensor {
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-at::Tensor index_tensor(const std::vector<int64_t>& indices) {
-  at::Tensor t = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
-  std::copy(indices.begin(), indices.end(), t.data_ptr<int64_t>());
-  return t;
-}
 
 at::Tensor make_global(const Shape& shape, at::ScalarType dtype = at::kFloat) {
   int64_t numel = 1;
@@ -41,36 +36,6 @@ at::Tensor make_global(const Shape& shape, at::ScalarType dtype = at::kFloat) {
   // bfloat16 holds integers exactly only up to 256: keep sums of scaled terms below it.
   if (dtype == at::kBFloat16) values = values % 20;
   return (values + 1).reshape(shape).to(dtype);
-}
-
-// The calling rank's part of `global` laid out as `placements` (see
-// dtensor_test.cc).
-at::Tensor expected_local(const at::Tensor& global, const DeviceMesh& mesh,
-                          const std::vector<PlacementPtr>& placements) {
-  std::vector<PlacementPtr> normalized =
-      normalize_placements(placements, global.dim(), mesh.shape());
-  LocalLayout layout =
-      compute_local_layout(global.sizes().vec(), mesh.shape(), mesh.coordinate(), normalized);
-  at::Tensor t = global;
-  if (layout.merged_leading_dims > 1) t = t.flatten(0, layout.merged_leading_dims - 1);
-  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
-    t = t.index_select(static_cast<int64_t>(d), index_tensor(layout.global_indices[d]));
-  }
-  for (size_t m = 0; m < normalized.size(); ++m) {
-    if (normalized[m]->is_partial() && *normalized[m]->partial_op() == ReduceOp::kSum &&
-        mesh.coordinate()[m] != 0) {
-      t = at::zeros_like(t);
-    }
-  }
-  return t.contiguous();
-}
-
-std::string counts_string(const CollectiveCounter& counter) {
-  std::ostringstream out;
-  out << "{";
-  for (const auto& [name, n] : counter.by_collective()) out << " " << name << ":" << n;
-  out << " }";
-  return out.str();
 }
 
 // A source laid out as `placements` whose Partial(sum) mesh dims hold
@@ -100,7 +65,7 @@ std::pair<DTensor, at::Tensor> make_source(const at::Tensor& global, const Devic
       non_partial.push_back(normalized[m]);
     }
   }
-  at::Tensor piece = expected_local(global, mesh, non_partial);
+  at::Tensor piece = testing::expected_local(global, mesh, non_partial);
   auto spec = std::make_shared<const DTensorSpec>(mesh, normalized, global.sizes().vec(),
                                                   global.scalar_type());
   return {DTensor((piece * weight).contiguous(), spec), global * scale};
@@ -131,7 +96,7 @@ void run_case(const Case& c, const at::Tensor& global_in, const DeviceMesh& mesh
   DTensor out = source.redistribute(target);
   const int64_t total = counter.total();
   std::map<std::string, int64_t, std::less<>> kinds = counter.by_collective();
-  std::string kinds_text = counts_string(counter);
+  std::string kinds_text = testing::describe_counts(counter);
   if (check_count) {
     EXPECT_EQ(total, c.collectives) << "collectives " << kinds_text;
     if (!c.kinds.empty()) {
@@ -155,7 +120,7 @@ void run_case(const Case& c, const at::Tensor& global_in, const DeviceMesh& mesh
     at::Tensor direct = distribute_tensor(global, mesh, target).to_local();
     EXPECT_TRUE(at::equal(out.to_local(), direct))
         << "got " << out.to_local() << "\nexpected " << direct;
-    EXPECT_TRUE(at::equal(out.to_local(), expected_local(global, mesh, target)));
+    EXPECT_TRUE(at::equal(out.to_local(), testing::expected_local(global, mesh, target)));
   }
   at::Tensor full = out.full_tensor();
   EXPECT_TRUE(at::equal(full, global)) << "full " << full;
@@ -277,7 +242,7 @@ void run_nd(const std::string& from, const std::string& to, const Shape& shape,
   CollectiveCounter counter;
   DTensor out = source.redistribute(parse_placements(to));
   const int64_t total = counter.total();
-  const std::string kinds = counts_string(counter);
+  const std::string kinds = testing::describe_counts(counter);
   if (exact) {
     EXPECT_EQ(total, max_collectives) << kinds;
   } else {
@@ -409,7 +374,7 @@ TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
     DTensorSpec target = source.spec().with_placements(parse_placements("S(1),R"));
     const RedistributePlan& plan = plan_redistribute(source.spec(), target);
     at::Tensor local = execute_plan(plan, source.to_local());
-    EXPECT_TRUE(at::equal(local, expected_local(global, mesh, parse_placements("S(1),R"))));
+    EXPECT_TRUE(at::equal(local, testing::expected_local(global, mesh, parse_placements("S(1),R"))));
   });
 }
 

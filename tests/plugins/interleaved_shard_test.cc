@@ -23,6 +23,7 @@
 #include "mesh/local_communicator.h"
 #include "placements/placements.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/layout_reference.h"
 
 namespace dtensor {
 namespace {
@@ -55,14 +56,6 @@ at::Tensor interleaved_piece(const at::Tensor& t, int64_t dim, int64_t k, int64_
 at::Tensor shard_piece(const at::Tensor& t, int64_t dim, int64_t n, int64_t r) {
   const auto [begin, end] = chunk_bounds(t.size(dim), n, r);
   return t.narrow(dim, begin, end - begin).contiguous();
-}
-
-std::string counts_string(const CollectiveCounter& counter) {
-  std::ostringstream out;
-  out << "{";
-  for (const auto& [name, n] : counter.by_collective()) out << " " << name << ":" << n;
-  out << " }";
-  return out.str();
 }
 
 // ---------------------------------------------------------------------------
@@ -253,7 +246,7 @@ void run_move(const Move& m, const at::Tensor& global, const DeviceMesh& mesh, b
   CollectiveCounter counter;
   DTensor out = source.redistribute(to);
   const int64_t total = counter.total();
-  const std::string kinds = counts_string(counter);
+  const std::string kinds = testing::describe_counts(counter);
   if (exact) {
     EXPECT_EQ(total, m.collectives) << "collectives " << kinds;
   } else {

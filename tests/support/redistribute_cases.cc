@@ -12,33 +12,12 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/redistribute/collective_counter.h"
 #include "placements/placements.h"
+#include "tests/support/layout_reference.h"
 
 namespace dtensor::testing {
 namespace {
 
 using Shape = std::vector<int64_t>;
-
-at::Tensor index_tensor(const std::vector<int64_t>& indices) {
-  at::Tensor t = at::empty({static_cast<int64_t>(indices.size())}, at::kLong);
-  std::copy(indices.begin(), indices.end(), t.data_ptr<int64_t>());
-  return t;
-}
-
-// The calling rank's part of `global` laid out as (normalized) `placements`.
-at::Tensor expected_local(const at::Tensor& global, const DeviceMesh& mesh,
-                          const std::vector<PlacementPtr>& placements) {
-  LocalLayout layout =
-      compute_local_layout(global.sizes().vec(), mesh.shape(), mesh.coordinate(), placements);
-  at::Tensor t = global;
-  if (layout.merged_leading_dims > 1) t = t.flatten(0, layout.merged_leading_dims - 1);
-  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
-    t = t.index_select(static_cast<int64_t>(d), index_tensor(layout.global_indices[d]));
-  }
-  for (size_t m = 0; m < placements.size(); ++m) {
-    if (placements[m]->is_partial() && mesh.coordinate()[m] != 0) t = at::zeros_like(t);
-  }
-  return t.contiguous();
-}
 
 int64_t uniform(std::mt19937& rng, int64_t lo, int64_t hi) {
   return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
