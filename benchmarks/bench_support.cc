@@ -162,8 +162,8 @@ std::string BenchRank::text(const Command& command) const {
 
 Command BenchRank::share(std::optional<Command> own) const {
   const Command mine = own.value_or(Command{});
-  at::Tensor wire = at::tensor({mine.id, mine.bytes, mine.iterations}, at::kLong)
-                        .to(ctx_.options.device());
+  at::Tensor wire =
+      at::tensor({mine.id, mine.bytes, mine.iterations}, at::kLong).to(ctx_.options.device());
   ctx_.comm->broadcast(wire, /*root=*/0);
   wire = wire.cpu();
   const Command root{wire[0].item<int64_t>(), wire[1].item<int64_t>(), wire[2].item<int64_t>()};
@@ -279,7 +279,8 @@ int run_spmd(const BenchProgram& program, const CommandLine& options, int argc, 
   // Only rank 0 writes --benchmark_out; Google Benchmark would open the file
   // on every rank otherwise.
   if (!prints) {
-    remove_args(argc, argv, [](std::string_view arg) { return starts_with(arg, "--benchmark_out"); });
+    remove_args(argc, argv,
+                [](std::string_view arg) { return starts_with(arg, "--benchmark_out"); });
   }
   if (!initialize_benchmark(argc, argv)) return 1;
   const std::unique_ptr<BenchRank> me = program.make_rank(ctx);

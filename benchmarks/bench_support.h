@@ -91,7 +91,7 @@ double time_max_over_ranks(const RankContext& ctx, Call&& call) {
 
 // The tensors and counts of one collective call on one rank.
 struct Buffers {
-  at::Tensor input;   // also the in-place tensor of all_reduce and broadcast
+  at::Tensor input;  // also the in-place tensor of all_reduce and broadcast
   at::Tensor output;
   std::vector<int64_t> counts;       // rows per rank; all_to_all_v: rows sent
   std::vector<int64_t> recv_counts;  // all_to_all_v: rows received

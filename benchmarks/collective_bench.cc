@@ -29,8 +29,9 @@
 //
 // Run (from the build directory; Google Benchmark flags pass through):
 //   benchmarks/collective_bench --backend=local --ranks=4 --benchmark_min_time=0.05
-//   mpirun -np 4 --oversubscribe benchmarks/collective_bench --backend=mpi --benchmark_min_time=0.05
-//   mpirun -np 2 benchmarks/collective_bench --backend=nccl         # CUDA builds only
+//   mpirun -np 4 --oversubscribe benchmarks/collective_bench --backend=mpi
+//   --benchmark_min_time=0.05 mpirun -np 2 benchmarks/collective_bench --backend=nccl         #
+//   CUDA builds only
 //   ... --benchmark_filter='^all_gather/.*/1048576/'                  # one case
 //   ... --benchmark_filter=-/268435456/                               # all but 256 MiB
 // --backend defaults to local, --ranks (local only) to 4.
@@ -62,12 +63,12 @@ using bench::BenchRank;
 using bench::Buffers;
 using bench::Collective;
 using bench::Command;
-using bench::RankContext;
 using bench::numel_for;
+using bench::RankContext;
 using bench::size_of;
 
-constexpr int64_t kMinBytes = int64_t{1} << 10;   // 1 KiB
-constexpr int64_t kMaxBytes = int64_t{1} << 28;   // 256 MiB
+constexpr int64_t kMinBytes = int64_t{1} << 10;  // 1 KiB
+constexpr int64_t kMaxBytes = int64_t{1} << 28;  // 256 MiB
 constexpr int64_t kBytesStep = 4;
 
 // One benchmark run of a collective on one rank: buffers made and warmed up
@@ -106,10 +107,9 @@ class CollectiveBenchRank final : public BenchRank {
     for (int c = 0; c < count; ++c) {
       for (int64_t bytes = kMinBytes; bytes <= kMaxBytes; bytes *= kBytesStep) {
         const std::string name = bench::collectives()[c].name + suffix + std::to_string(bytes);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [this, c, bytes](benchmark::State& state) {
-                                       run_benchmark(state, c, bytes);
-                                     })
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [this, c, bytes](benchmark::State& state) { run_benchmark(state, c, bytes); })
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
@@ -142,8 +142,8 @@ class CollectiveBenchRank final : public BenchRank {
     const double algbw = moved * static_cast<double>(state.iterations()) / total_seconds / 1e9;
     state.counters["algbw_gbps"] = algbw;
     state.counters["busbw_gbps"] = algbw * raw.bus_factor(n);
-    state.counters["bytes"] = benchmark::Counter(moved, benchmark::Counter::kDefaults,
-                                                 benchmark::Counter::OneK::kIs1024);
+    state.counters["bytes"] =
+        benchmark::Counter(moved, benchmark::Counter::kDefaults, benchmark::Counter::OneK::kIs1024);
     state.counters["ranks"] = n;
   }
 };

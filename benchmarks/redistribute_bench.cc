@@ -64,7 +64,8 @@
 //
 // Run (from the build directory; the flags are collective_bench's):
 //   benchmarks/redistribute_bench --backend=local --ranks=4 --benchmark_min_time=0.05
-//   mpirun -np 4 --oversubscribe benchmarks/redistribute_bench --backend=mpi --benchmark_min_time=0.05
+//   mpirun -np 4 --oversubscribe benchmarks/redistribute_bench --backend=mpi
+//   --benchmark_min_time=0.05
 //   ... --benchmark_filter='^redistribute/S1_to_R/.*/1048576/'       # one case
 //   ... --benchmark_filter=-/268435456/                               # all but 256 MiB
 #include <algorithm>
@@ -151,17 +152,20 @@ std::vector<Case> make_cases(int n) {
       {"P_to_S0", 1, "P(sum)", "S(0)", {{"reduce_scatter", Group::kDim0, Share::kGlobal}}},
       {"S0_to_S1", 1, "S(0)", "S(1)", {{"all_to_all", Group::kDim0, Share::kPerRank}}},
       {"R_to_S0", 1, "R", "S(0)", {{"memcpy", Group::kDim0, Share::kPerRank}}},
-      {"RG_to_RG", 1, units_text(ascending_units(n)), units_text(descending_units(n)),
+      {"RG_to_RG",
+       1,
+       units_text(ascending_units(n)),
+       units_text(descending_units(n)),
        {{"ragged_all_to_all_v", Group::kDim0, Share::kPerRank}}},
   };
   if (n % 2 == 0) {
     const RawStep inner{"all_gather", Group::kDim1, Share::kOverDim0};
     const RawStep outer{"all_gather", Group::kDim0, Share::kGlobal};
     cases.push_back({"S0S1_to_RR", 2, "S(0),S(1)", "R,R", {inner, outer}});
-    cases.push_back({"S0S0_to_RR", 2, "S(0),S(0)", "R,R",
-                     {{"all_gather", Group::kFlat, Share::kGlobal}}});
-    cases.push_back({"RS0_to_S0R", 2, "R,S(0)", "S(0),R",
-                     {{"all_gather", Group::kDim1, Share::kGlobal}}});
+    cases.push_back(
+        {"S0S0_to_RR", 2, "S(0),S(0)", "R,R", {{"all_gather", Group::kFlat, Share::kGlobal}}});
+    cases.push_back(
+        {"RS0_to_S0R", 2, "R,S(0)", "S(0),R", {{"all_gather", Group::kDim1, Share::kGlobal}}});
     cases.push_back({"SS02S0_to_RR", 2, "SS(0,2),S(0)", "R,R", {inner, outer}});
   }
   return cases;
@@ -170,7 +174,7 @@ std::vector<Case> make_cases(int n) {
 // The meshes every case runs on, built once per rank (collective over the world).
 struct Meshes {
   DeviceMesh mesh1;
-  std::optional<DeviceMesh> mesh2;  // (2, n/2) when n is even
+  std::optional<DeviceMesh> mesh2;      // (2, n/2) when n is even
   std::shared_ptr<Communicator> flat2;  // mesh2 flattened: one group of n in mesh order
 };
 
@@ -208,8 +212,7 @@ int64_t overlap(ChunkRange a, ChunkRange b) {
 
 class CaseRun {
  public:
-  CaseRun(const RankContext& ctx, const Meshes& meshes, const Case& c, int64_t bytes)
-      : ctx_(ctx) {
+  CaseRun(const RankContext& ctx, const Meshes& meshes, const Case& c, int64_t bytes) : ctx_(ctx) {
     const DeviceMesh& mesh = c.mesh_ndim == 1 ? meshes.mesh1 : *meshes.mesh2;
     const int64_t rows = bytes / kRowBytes;
     const at::Tensor global = at::zeros({rows, kColumns}, ctx.options);
@@ -232,8 +235,9 @@ class CaseRun {
         raw.buffers.input = bench::zeros(ctx.options, numel);
         raw.buffers.output = bench::zeros(ctx.options, numel);
       } else {
-        raw.comm = step.group == Group::kFlat ? meshes.flat2
-                                              : mesh.communicator(step.group == Group::kDim0 ? 0 : 1);
+        raw.comm = step.group == Group::kFlat
+                       ? meshes.flat2
+                       : mesh.communicator(step.group == Group::kDim0 ? 0 : 1);
         const int group = raw.comm->size();
         if (step.collective == "ragged_all_to_all_v") {
           raw.buffers = ragged_buffers(c, rows, *raw.comm);
@@ -340,10 +344,8 @@ class RedistributeBenchRank final : public BenchRank {
     for (int c = 0; c < static_cast<int>(cases_.size()); ++c) {
       for (int64_t bytes = kMinBytes; bytes <= kMaxBytes; bytes *= kBytesStep) {
         const std::string name = "redistribute/" + cases_[c].name + suffix + std::to_string(bytes);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [this, c, bytes](benchmark::State& state) {
-                                       run_case(state, c, bytes);
-                                     })
+        benchmark::RegisterBenchmark(
+            name.c_str(), [this, c, bytes](benchmark::State& state) { run_case(state, c, bytes); })
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
@@ -385,9 +387,9 @@ class RedistributeBenchRank final : public BenchRank {
     state.counters["ratio_to_raw"] = redistribute_seconds / raw_seconds;
     state.counters["busbw_gbps"] = run.bus_bytes() * iterations / redistribute_seconds / 1e9;
     state.counters["raw_busbw_gbps"] = run.bus_bytes() * iterations / raw_seconds / 1e9;
-    state.counters["bytes"] = benchmark::Counter(static_cast<double>(bytes),
-                                                 benchmark::Counter::kDefaults,
-                                                 benchmark::Counter::OneK::kIs1024);
+    state.counters["bytes"] =
+        benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults,
+                           benchmark::Counter::OneK::kIs1024);
     state.counters["ranks"] = size_of(ctx());
     state.SetLabel(cases_[c].source + " -> " + cases_[c].target + " [" + run.plan() + "]");
   }

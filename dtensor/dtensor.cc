@@ -59,7 +59,8 @@ std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& plac
 
 }  // namespace
 
-DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) : local_(std::move(local)), spec_(std::move(spec)) {
+DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec)
+    : local_(std::move(local)), spec_(std::move(spec)) {
   DTENSOR_CHECK(spec_ != nullptr, "DTensor: expected a spec, found null");
   check_device(local_, spec_->mesh(), "DTensor");
   DTENSOR_CHECK(local_.scalar_type() == spec_->dtype(), "DTensor: local tensor dtype: expected ",
@@ -101,10 +102,12 @@ DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
   check_device(tensor, mesh, "distribute_tensor");
   const std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
   auto spec = std::make_shared<const DTensorSpec>(mesh, placements, shape, tensor.scalar_type());
-  auto spread = std::make_shared<const DTensorSpec>(spec->with_placements(without_partials(spec->placements())));
+  auto spread = std::make_shared<const DTensorSpec>(
+      spec->with_placements(without_partials(spec->placements())));
   if (!src_rank) {
-    const DTensor replicated(tensor.contiguous(), std::make_shared<const DTensorSpec>(
-                                                      spec->with_placements(all_replicate(mesh.ndim()))));
+    const DTensor replicated(
+        tensor.contiguous(),
+        std::make_shared<const DTensorSpec>(spec->with_placements(all_replicate(mesh.ndim()))));
     return redistribute_any(replicated, spec->placements());
   }
   const std::vector<int64_t> ranks = mesh.ranks();
@@ -129,7 +132,8 @@ DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
     }
   }
   const LocalLayout& mine = spread->local_layout();
-  at::Tensor local = at::empty(mine.local_shape, tensor.options().memory_format(c10::MemoryFormat::Contiguous));
+  at::Tensor local =
+      at::empty(mine.local_shape, tensor.options().memory_format(c10::MemoryFormat::Contiguous));
   recv_counts[root_index] = local.numel();
   at::Tensor send = pieces.empty() ? at::empty({0}, tensor.options()) : at::cat(pieces);
   at::Tensor recv = local.view({-1});
@@ -147,8 +151,8 @@ struct GatheredLocals {
 
 GatheredLocals gather_locals(const at::Tensor& local, const DeviceMesh& mesh) {
   constexpr int64_t kMaxDims = 16;
-  DTENSOR_CHECK(local.dim() <= kMaxDims, "from_local: expected at most ", kMaxDims,
-                " dims, found ", local.dim());
+  DTENSOR_CHECK(local.dim() <= kMaxDims, "from_local: expected at most ", kMaxDims, " dims, found ",
+                local.dim());
   std::shared_ptr<Communicator> comm = whole_mesh_communicator(mesh);
   at::Tensor mine = at::full({kMaxDims + 2}, -1, at::kLong);
   mine[0] = local.dim();
@@ -194,7 +198,8 @@ std::vector<PlacementPtr> learn_ragged_units(const std::vector<PlacementPtr>& pl
 // coordinate 0 of every mesh dim that does not split it.
 std::vector<int64_t> infer_global_shape(const std::vector<PlacementPtr>& placements,
                                         const GatheredLocals& locals, const DeviceMesh& mesh) {
-  const std::vector<int64_t>& local_shape = locals.shapes[flat_index(mesh.coordinate(), mesh.shape())];
+  const std::vector<int64_t>& local_shape =
+      locals.shapes[flat_index(mesh.coordinate(), mesh.shape())];
   std::vector<int64_t> shape(local_shape.size(), 0);
   for (int64_t flat = 0; flat < mesh.size(); ++flat) {
     const std::vector<int64_t> coordinate = coordinate_of(flat, mesh.shape());
@@ -241,8 +246,9 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
   if (options.shape) {
     shape = *options.shape;
   } else {
-    DTENSOR_CHECK(merged_leading_dims(normalize_placements(resolved, contiguous.dim(), mesh.shape())) <= 1,
-                  "from_local: a Ragged placement merging several dims needs options.shape");
+    DTENSOR_CHECK(
+        merged_leading_dims(normalize_placements(resolved, contiguous.dim(), mesh.shape())) <= 1,
+        "from_local: a Ragged placement merging several dims needs options.shape");
     shape = infer_global_shape(normalize_placements(resolved, contiguous.dim(), mesh.shape()),
                                *locals, mesh);
   }

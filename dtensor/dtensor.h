@@ -7,9 +7,10 @@
 // global tensor) or `from_local` (from each rank's shard), change its layout
 // with `redistribute`, and get data back with `to_local` / `full_tensor`.
 //
-//   dtensor::DTensor w = dtensor::distribute_tensor(weight, mesh, dtensor::parse_placements("S(0),R"));
-//   dtensor::DTensor w1 = w.redistribute(dtensor::parse_placements("R,S(1)"));
-//   at::Tensor all = w1.full_tensor();   // equals `weight` on every rank
+//   dtensor::DTensor w = dtensor::distribute_tensor(weight, mesh,
+//   dtensor::parse_placements("S(0),R")); dtensor::DTensor w1 =
+//   w.redistribute(dtensor::parse_placements("R,S(1)")); at::Tensor all = w1.full_tensor();   //
+//   equals `weight` on every rank
 //
 // Every call is collective over the mesh where it communicates: all ranks of
 // the mesh make it with the same arguments.

@@ -41,8 +41,7 @@ DTensor make_random(const std::vector<int64_t>& shape, const DeviceMesh& mesh,
                     at::TensorOptions options, bool normal) {
   const at::TensorOptions resolved = on_mesh(options, mesh);
   DTENSOR_CHECK(c10::isFloatingType(c10::typeMetaToScalarType(resolved.dtype())),
-                normal ? "randn" : "rand", ": expected a floating dtype, found ",
-                resolved.dtype());
+                normal ? "randn" : "rand", ": expected a floating dtype, found ", resolved.dtype());
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   const at::TensorOptions cpu = resolved.device(c10::kCPU);
   const at::Tensor global =
@@ -77,7 +76,8 @@ DTensor full(const std::vector<int64_t>& shape, const at::Scalar& value, const D
 }
 
 DTensor rand(const std::vector<int64_t>& shape, const DeviceMesh& mesh,
-             const std::vector<PlacementPtr>& placements, uint64_t seed, at::TensorOptions options) {
+             const std::vector<PlacementPtr>& placements, uint64_t seed,
+             at::TensorOptions options) {
   return make_random(shape, mesh, placements, seed, options, /*normal=*/false);
 }
 

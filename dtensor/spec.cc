@@ -18,7 +18,8 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
   }
   placements_ = normalize_placements(placements, ndim(), mesh_.shape());
   for (const PlacementPtr& p : placements_) {
-    if (std::optional<ReduceOp> op = p->partial_op()) check_reduce_op_supports(*op, dtype_, p->to_string());
+    if (std::optional<ReduceOp> op = p->partial_op())
+      check_reduce_op_supports(*op, dtype_, p->to_string());
   }
   if (mesh_.contains_calling_rank()) local_layout_ = layout_at(mesh_.coordinate());
   hash_ = absl::HashOf(shape_, static_cast<int>(dtype_), PlacementListHash()(placements_), mesh_);
@@ -26,7 +27,8 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
 
 std::vector<int64_t> DTensorSpec::stride() const {
   std::vector<int64_t> strides(shape_.size(), 1);
-  for (int64_t d = ndim() - 2; d >= 0; --d) strides[d] = strides[d + 1] * std::max<int64_t>(shape_[d + 1], 1);
+  for (int64_t d = ndim() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * std::max<int64_t>(shape_[d + 1], 1);
   return strides;
 }
 
@@ -63,6 +65,5 @@ bool operator==(const DTensorSpec& a, const DTensorSpec& b) {
   return a.hash_ == b.hash_ && a.shape_ == b.shape_ && a.dtype_ == b.dtype_ &&
          same_placements(a.placements_, b.placements_) && a.mesh_ == b.mesh_;
 }
-
 
 }  // namespace dtensor

@@ -17,8 +17,9 @@ namespace {
 
 std::string values_of(const at::Tensor& t) {
   const at::Tensor flat = t.to(at::kLong).reshape({-1});
-  return "[" + absl::StrJoin(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel(),
-                             ", ") + "]";
+  return "[" +
+         absl::StrJoin(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel(), ", ") +
+         "]";
 }
 
 }  // namespace

@@ -17,28 +17,34 @@
 int main() {
   const at::Tensor global = at::arange(35, at::kFloat).reshape({7, 5});
   const std::vector<std::pair<std::string, std::string>> moves = {
-      {"S(0),S(1)", "S(0),S(0)"}, {"S(0),S(1)", "S(1),S(0)"}, {"S(0),S(0)", "R,R"},
-      {"SS(0,2),S(0)", "R,R"},    {"P(sum),S(1)", "S(0),S(1)"}, {"R,RG(dims=1,units=[1,3])", "S(1),R"}};
+      {"S(0),S(1)", "S(0),S(0)"},   {"S(0),S(1)", "S(1),S(0)"},
+      {"S(0),S(0)", "R,R"},         {"SS(0,2),S(0)", "R,R"},
+      {"P(sum),S(1)", "S(0),S(1)"}, {"R,RG(dims=1,units=[1,3])", "S(1),R"}};
   std::vector<std::string> report(moves.size());
   bool all_equal = true;
   dtensor::run_ranks(4, [&](int rank) {
     dtensor::DeviceMesh mesh = dtensor::init_device_mesh("local", {2, 2}, {"dp", "tp"});
     for (size_t i = 0; i < moves.size(); ++i) {
       const auto [from, to] = moves[i];
-      dtensor::DTensor source = dtensor::distribute_tensor(global, mesh, dtensor::parse_placements(from));
+      dtensor::DTensor source =
+          dtensor::distribute_tensor(global, mesh, dtensor::parse_placements(from));
       dtensor::DTensor target = source.redistribute(dtensor::parse_placements(to));
-      const at::Tensor expected = dtensor::distribute_tensor(global, mesh, target.placements()).to_local();
-      const bool equal = at::equal(target.to_local(), expected) && at::equal(target.full_tensor(), global);
+      const at::Tensor expected =
+          dtensor::distribute_tensor(global, mesh, target.placements()).to_local();
+      const bool equal =
+          at::equal(target.to_local(), expected) && at::equal(target.full_tensor(), global);
       if (!equal) all_equal = false;
       if (rank == 0) {
         std::ostringstream out;
-        out << from << "  ->  " << to << (equal ? "  (matches single-device)" : "  MISMATCH") << "\n"
+        out << from << "  ->  " << to << (equal ? "  (matches single-device)" : "  MISMATCH")
+            << "\n"
             << dtensor::plan_redistribute(source.spec(), target.placements()).to_string();
         report[i] = out.str();
       }
     }
   });
-  std::cout << "dtensor redistribute tour: [7, 5] float on DeviceMesh((dp=2, tp=2)), local backend\n";
+  std::cout
+      << "dtensor redistribute tour: [7, 5] float on DeviceMesh((dp=2, tp=2)), local backend\n";
   for (const std::string& r : report) std::cout << "\n" << r;
   return all_equal ? 0 : 1;
 }

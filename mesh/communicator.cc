@@ -31,8 +31,8 @@ class ArgumentChecker {
                   ": expected a contiguous tensor, found strides ", t.strides(), " for sizes ",
                   t.sizes());
     const c10::Device want = comm_.device();
-    const bool same_device =
-        want.is_cpu() ? t.device().is_cpu() : (t.device().type() == want.type() &&
+    const bool same_device = want.is_cpu() ? t.device().is_cpu()
+                                           : (t.device().type() == want.type() &&
                                               (!want.has_index() || t.device() == want));
     DTENSOR_CHECK(same_device, call_, ": ", name, ": the ", comm_.backend_name(),
                   " backend expects tensors on ", want, ", found ", t.device());
@@ -63,8 +63,8 @@ class ArgumentChecker {
   }
 
   void peer(int peer, const char* name) const {
-    DTENSOR_CHECK(peer >= 0 && peer < comm_.size(), call_, ": ", name,
-                  ": expected a rank in [0, ", comm_.size(), "), found ", peer);
+    DTENSOR_CHECK(peer >= 0 && peer < comm_.size(), call_, ": ", name, ": expected a rank in [0, ",
+                  comm_.size(), "), found ", peer);
   }
 
   void reduce_op(ReduceOp op, const at::Tensor& t) const {

@@ -145,6 +145,6 @@ bool register_communicator_backend(std::string_view name, WorldCommunicatorFacto
 }  // namespace dtensor
 
 // Registers `factory` (a WorldCommunicatorFactory) under `name` at load time.
-#define DTENSOR_REGISTER_COMMUNICATOR_BACKEND(name, factory)                     \
+#define DTENSOR_REGISTER_COMMUNICATOR_BACKEND(name, factory)                             \
   static const bool dtensor_communicator_backend_registered_##factory [[maybe_unused]] = \
       ::dtensor::register_communicator_backend(name, factory)

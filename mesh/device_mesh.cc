@@ -39,8 +39,9 @@ void check_names(const std::vector<std::string>& names, size_t ndim) {
   absl::flat_hash_set<std::string_view> seen;
   for (const std::string& name : names) {
     DTENSOR_CHECK(!name.empty(), "DeviceMesh: dim_names: expected non-empty names, found \"\"");
-    DTENSOR_CHECK(seen.insert(name).second, "DeviceMesh: dim_names: expected distinct names, found \"",
-                  name, "\" twice in [", absl::StrJoin(names, ", "), "]");
+    DTENSOR_CHECK(seen.insert(name).second,
+                  "DeviceMesh: dim_names: expected distinct names, found \"", name, "\" twice in [",
+                  absl::StrJoin(names, ", "), "]");
   }
 }
 
@@ -106,8 +107,9 @@ DeviceMesh::DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t>
                 "ranks, found ", ranks.size());
   absl::flat_hash_set<int64_t> seen;
   for (int64_t rank : ranks) {
-    DTENSOR_CHECK(rank >= 0 && rank < world->size(), "DeviceMesh: ranks: expected world ranks in [0, ",
-                  world->size(), "), found ", rank);
+    DTENSOR_CHECK(rank >= 0 && rank < world->size(),
+                  "DeviceMesh: ranks: expected world ranks in [0, ", world->size(), "), found ",
+                  rank);
     DTENSOR_CHECK(seen.insert(rank).second, "DeviceMesh: ranks: expected distinct ranks, found ",
                   rank, " twice");
   }
@@ -182,8 +184,8 @@ int64_t DeviceMesh::numel() const { return product(shape_); }
 int64_t DeviceMesh::size() const { return numel(); }
 
 int64_t DeviceMesh::normalize_dim(int64_t dim) const {
-  DTENSOR_CHECK(dim >= -ndim() && dim < ndim(), "DeviceMesh: dim: expected a value in [",
-                -ndim(), ", ", ndim(), ") for a ", ndim(), "-D mesh, found ", dim);
+  DTENSOR_CHECK(dim >= -ndim() && dim < ndim(), "DeviceMesh: dim: expected a value in [", -ndim(),
+                ", ", ndim(), ") for a ", ndim(), "-D mesh, found ", dim);
   return dim < 0 ? dim + ndim() : dim;
 }
 
@@ -201,8 +203,9 @@ const std::vector<int64_t>& DeviceMesh::ranks() const {
 }
 
 int64_t DeviceMesh::rank_at(const std::vector<int64_t>& coordinate) const {
-  DTENSOR_CHECK(coordinate.size() == shape_.size(), "DeviceMesh::rank_at: expected a coordinate of ",
-                ndim(), " values, found ", coordinate.size());
+  DTENSOR_CHECK(coordinate.size() == shape_.size(),
+                "DeviceMesh::rank_at: expected a coordinate of ", ndim(), " values, found ",
+                coordinate.size());
   const std::vector<int64_t> strides = row_major_strides(shape_);
   int64_t flat = 0;
   for (int64_t d = 0; d < ndim(); ++d) {
@@ -250,7 +253,8 @@ DeviceMesh DeviceMesh::operator[](std::string_view dim_name) const {
 }
 
 DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& dim_names) const {
-  DTENSOR_CHECK(!dim_names.empty(), "DeviceMesh slicing: expected at least one dim name, found none");
+  DTENSOR_CHECK(!dim_names.empty(),
+                "DeviceMesh slicing: expected at least one dim name, found none");
   std::vector<int64_t> dims;
   for (const std::string& name : dim_names) {
     const int64_t dim = dim_index(name);

@@ -38,7 +38,8 @@ std::chrono::seconds timeout_from_environment() {
   const long seconds = std::strtol(value, &end, 10);
   DTENSOR_CHECK(end != value && *end == '\0' && seconds > 0,
                 "DTENSOR_LOCAL_TIMEOUT_SECONDS: expected a positive whole number of seconds, "
-                "found \"", value, "\"");
+                "found \"",
+                value, "\"");
   return std::chrono::seconds(seconds);
 }
 
@@ -85,7 +86,7 @@ struct PostedCall {
   int root = -1;
   int op = -1;
   int64_t numel = 0;  // of the tensor the call is named after (input or tensor)
-  at::Tensor input;  // flattened
+  at::Tensor input;   // flattened
   std::vector<int64_t> send_numel;
   std::vector<int64_t> recv_numel;
   at::Tensor partial_result;  // all_reduce: the chunk this rank reduced
@@ -242,7 +243,8 @@ class LocalCommunicator final : public Communicator {
       const int64_t begin = std::min(numel, chunk * rank_);
       const int64_t length = std::min(numel, begin + chunk) - begin;
       at::Tensor acc = posted[0].input.narrow(0, begin, length).clone();
-      for (int p = 1; p < size(); ++p) reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
+      for (int p = 1; p < size(); ++p)
+        reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
       if (op == ReduceOp::kAvg) acc.div_(size());
       group_->slot(rank_).partial_result = std::move(acc);
       group_->arrive_and_wait("all_reduce");
@@ -286,7 +288,8 @@ class LocalCommunicator final : public Communicator {
       const int64_t begin = offsets_of(numel_per_rank)[rank_];
       const int64_t length = numel_per_rank[rank_];
       at::Tensor acc = posted[0].input.narrow(0, begin, length).clone();
-      for (int p = 1; p < size(); ++p) reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
+      for (int p = 1; p < size(); ++p)
+        reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
       if (op == ReduceOp::kAvg) acc.div_(size());
       flat(output).copy_(acc);
     });
@@ -341,11 +344,11 @@ class LocalCommunicator final : public Communicator {
 
   void do_recv(at::Tensor& tensor, int peer, int tag) override {
     at::Tensor payload = group_->take_message(peer, rank_, tag);
-    DTENSOR_CHECK(payload.scalar_type() == tensor.scalar_type() &&
-                      payload.numel() == tensor.numel(),
-                  "recv from rank ", peer, " (tag ", tag, "): expected ", tensor.numel(),
-                  " elements of ", tensor.scalar_type(), ", found a message of ",
-                  payload.numel(), " elements of ", payload.scalar_type());
+    DTENSOR_CHECK(
+        payload.scalar_type() == tensor.scalar_type() && payload.numel() == tensor.numel(),
+        "recv from rank ", peer, " (tag ", tag, "): expected ", tensor.numel(), " elements of ",
+        tensor.scalar_type(), ", found a message of ", payload.numel(), " elements of ",
+        payload.scalar_type());
     flat(tensor).copy_(flat(payload));
   }
 
@@ -367,8 +370,8 @@ class LocalCommunicator final : public Communicator {
       group_->arrive_and_wait("split");
       if (color < 0) return;
       auto group = std::static_pointer_cast<LocalGroup>(posted[members.front()].new_group);
-      const int new_rank = static_cast<int>(
-          std::find(members.begin(), members.end(), rank_) - members.begin());
+      const int new_rank =
+          static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
       result = std::make_shared<LocalCommunicator>(std::move(group), new_rank);
     });
     return result;

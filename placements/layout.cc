@@ -13,7 +13,8 @@ std::vector<PlacementPtr> normalize_placements(const std::vector<PlacementPtr>& 
   std::vector<PlacementPtr> normalized;
   std::optional<int64_t> ragged_dims;
   for (size_t i = 0; i < placements.size(); ++i) {
-    DTENSOR_CHECK(placements[i] != nullptr, "placements[", i, "]: expected a placement, found null");
+    DTENSOR_CHECK(placements[i] != nullptr, "placements[", i,
+                  "]: expected a placement, found null");
     normalized.push_back(placements[i]->normalized(tensor_ndim));
     normalized.back()->check_mesh_dim_size(mesh_shape[i]);
     const int64_t k = normalized.back()->merged_leading_dims();
@@ -54,8 +55,8 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
     DTENSOR_CHECK(extent >= 0, "layout: global shape: expected non-negative sizes, found ",
                   c10::IntArrayRef(global_shape));
   }
-  const std::vector<PlacementPtr> normalized = normalize_placements(
-      placements, static_cast<int64_t>(global_shape.size()), mesh_shape);
+  const std::vector<PlacementPtr> normalized =
+      normalize_placements(placements, static_cast<int64_t>(global_shape.size()), mesh_shape);
   LocalLayout layout;
   layout.merged_leading_dims = merged_leading_dims(normalized);
   LayoutIndices indices(global_shape, layout.merged_leading_dims);

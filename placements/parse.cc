@@ -13,8 +13,7 @@ namespace {
 
 [[noreturn]] void parse_error(std::string_view text, size_t column, std::string_view expected) {
   std::ostringstream message;
-  message << "parse_placements: expected " << expected << " at column " << column + 1
-          << ", found ";
+  message << "parse_placements: expected " << expected << " at column " << column + 1 << ", found ";
   if (column < text.size()) {
     message << "'" << text[column] << "'";
   } else {
@@ -131,8 +130,8 @@ class Parser {
   std::string identifier(std::string_view what) {
     const size_t start = skip_space();
     size_t end = start;
-    while (end < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[end])) ||
-                                  text_[end] == '_')) {
+    while (end < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[end])) || text_[end] == '_')) {
       ++end;
     }
     if (end == start || std::isdigit(static_cast<unsigned char>(text_[start]))) {
@@ -208,12 +207,12 @@ const PlacementArguments::Argument& PlacementArguments::find(size_t position, st
     found = &arguments_[position];
   }
   if (found == nullptr) {
-    parse_error(text_, column_, std::string(placement_) + " to have argument " +
-                                    std::string(key) + " (" + std::string(expected) + ")");
+    parse_error(text_, column_,
+                std::string(placement_) + " to have argument " + std::string(key) + " (" +
+                    std::string(expected) + ")");
   }
   if (found->kind != kind) {
-    parse_error(text_, found->column,
-                std::string(key) + " to be " + std::string(kind_name(kind)));
+    parse_error(text_, found->column, std::string(key) + " to be " + std::string(kind_name(kind)));
   }
   return *found;
 }

@@ -81,6 +81,6 @@ std::vector<PlacementPtr> parse_placements(std::string_view text);
 
 }  // namespace dtensor
 
-#define DTENSOR_REGISTER_PLACEMENT_SPELLING(name, parser)                                \
-  static const bool dtensor_placement_spelling_registered_##parser [[maybe_unused]] =   \
+#define DTENSOR_REGISTER_PLACEMENT_SPELLING(name, parser)                             \
+  static const bool dtensor_placement_spelling_registered_##parser [[maybe_unused]] = \
       ::dtensor::register_placement_spelling(name, parser)

@@ -10,10 +10,11 @@
 namespace dtensor {
 
 LayoutIndices::LayoutIndices(const std::vector<int64_t>& global_shape, int64_t merged)
-    : tensor_ndim_(static_cast<int64_t>(global_shape.size())), merged_(std::max<int64_t>(merged, 1)) {
+    : tensor_ndim_(static_cast<int64_t>(global_shape.size())),
+      merged_(std::max<int64_t>(merged, 1)) {
   DTENSOR_CHECK(merged_ <= std::max<int64_t>(tensor_ndim_, 1), "layout: expected at most ",
-                tensor_ndim_, " leading dims to merge for a ", tensor_ndim_,
-                "-D tensor, found ", merged_);
+                tensor_ndim_, " leading dims to merge for a ", tensor_ndim_, "-D tensor, found ",
+                merged_);
   if (tensor_ndim_ == 0) return;
   int64_t rows = 1;
   for (int64_t d = 0; d < merged_; ++d) rows *= global_shape[d];
@@ -33,9 +34,7 @@ int64_t LayoutIndices::list_of(int64_t dim) const {
 
 std::vector<int64_t>& LayoutIndices::along(int64_t dim) { return lists_[list_of(dim)]; }
 
-const std::vector<int64_t>& LayoutIndices::along(int64_t dim) const {
-  return lists_[list_of(dim)];
-}
+const std::vector<int64_t>& LayoutIndices::along(int64_t dim) const { return lists_[list_of(dim)]; }
 
 bool same_placements(const std::vector<PlacementPtr>& a, const std::vector<PlacementPtr>& b) {
   return a.size() == b.size() &&

@@ -19,7 +19,8 @@ PlacementPtr Ragged::make(int64_t dims, std::vector<int64_t> units) {
     DTENSOR_CHECK(unit >= 0, spelling, ": units: expected non-negative units, found ", unit);
     total += unit;
   }
-  DTENSOR_CHECK(total > 0, spelling, ": units: expected at least one non-zero unit, found all zero");
+  DTENSOR_CHECK(total > 0, spelling,
+                ": units: expected at least one non-zero unit, found all zero");
   return std::make_shared<const Ragged>(dims, std::move(units));
 }
 

@@ -9,8 +9,7 @@ namespace dtensor {
 
 int64_t normalize_tensor_dim(int64_t dim, int64_t tensor_ndim, std::string_view what) {
   DTENSOR_CHECK(dim >= -tensor_ndim && dim < tensor_ndim, what, ": expected a tensor dim in [",
-                -tensor_ndim, ", ", tensor_ndim, ") for a ", tensor_ndim, "-D tensor, found ",
-                dim);
+                -tensor_ndim, ", ", tensor_ndim, ") for a ", tensor_ndim, "-D tensor, found ", dim);
   return dim < 0 ? dim + tensor_ndim : dim;
 }
 

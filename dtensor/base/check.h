@@ -43,10 +43,9 @@ template <typename... Pieces>
 }  // namespace dtensor
 
 // Throws dtensor::Error with the streamed pieces when `condition` is false.
-#define DTENSOR_CHECK(condition, ...)                                                      \
-  do {                                                                                     \
-    if (__builtin_expect(!(condition), 0)) {                                               \
-      ::dtensor::base_internal::throw_check_failure(#condition, __FILE__, __LINE__,        \
-                                                    __VA_ARGS__);                          \
-    }                                                                                      \
+#define DTENSOR_CHECK(condition, ...)                                                             \
+  do {                                                                                            \
+    if (__builtin_expect(!(condition), 0)) {                                                      \
+      ::dtensor::base_internal::throw_check_failure(#condition, __FILE__, __LINE__, __VA_ARGS__); \
+    }                                                                                             \
   } while (0)

@@ -34,8 +34,8 @@ int64_t SharedPositions::numel() const {
 SharedPositions shared_positions(const std::vector<std::vector<int64_t>>& held_lists,
                                  const std::vector<std::vector<int64_t>>& wanted_lists) {
   DTENSOR_CHECK(held_lists.size() == wanted_lists.size(),
-                "redistribute: internal: layouts of different ranks (", held_lists.size(),
-                " and ", wanted_lists.size(), " dims)");
+                "redistribute: internal: layouts of different ranks (", held_lists.size(), " and ",
+                wanted_lists.size(), " dims)");
   SharedPositions shared;
   shared.held.resize(held_lists.size());
   shared.wanted.resize(held_lists.size());
@@ -112,7 +112,8 @@ MergedLocal merge_leading_dims(const at::Tensor& local, const LocalLayout& layou
   MergedLocal out{local, merged_lists(layout, global_shape, merged)};
   if (merged > layout.merged_leading_dims) {
     std::vector<int64_t> shape;
-    for (const std::vector<int64_t>& list : out.lists) shape.push_back(static_cast<int64_t>(list.size()));
+    for (const std::vector<int64_t>& list : out.lists)
+      shape.push_back(static_cast<int64_t>(list.size()));
     out.local = local.reshape(shape);
   }
   return out;

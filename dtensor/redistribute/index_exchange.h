@@ -26,7 +26,8 @@ SharedPositions shared_positions(const std::vector<std::vector<int64_t>>& held_l
                                  const std::vector<std::vector<int64_t>>& wanted_lists);
 
 // The elements of `local` at the product of `positions`, flattened.
-at::Tensor gather_positions(const at::Tensor& local, const std::vector<std::vector<int64_t>>& positions);
+at::Tensor gather_positions(const at::Tensor& local,
+                            const std::vector<std::vector<int64_t>>& positions);
 // Writes `block` (flattened, product-shaped) into `out` at the product of `positions`.
 void scatter_positions(at::Tensor& out, const std::vector<std::vector<int64_t>>& positions,
                        const at::Tensor& block);

@@ -65,7 +65,8 @@ std::vector<PlacementPtr> candidates(const Placements& source, const Placements&
 
 class Planner {
  public:
-  Planner(const DTensorSpec& source, const DTensorSpec& target) : source_(source), target_(target) {}
+  Planner(const DTensorSpec& source, const DTensorSpec& target)
+      : source_(source), target_(target) {}
 
   RedistributePlan plan() {
     struct Entry {
@@ -109,7 +110,8 @@ class Planner {
     std::vector<PlannedStep> steps;
     for (int64_t first = 0; first < ndim; ++first) {
       for (int64_t last = first; last < ndim && *state[last] == *state[first]; ++last) {
-        for (const PlacementPtr& to : candidates(source_.placements(), target_.placements(), first, last)) {
+        for (const PlacementPtr& to :
+             candidates(source_.placements(), target_.placements(), first, last)) {
           if (*to == *state[first]) continue;
           if (to->is_partial() && !state[first]->is_replicate()) continue;
           if (!is_group_local(state, first, last, *state[first], *to)) continue;
@@ -184,7 +186,9 @@ struct PlanKeyHash {
   size_t operator()(const PlanKeyView& key) const {
     return absl::HashOf(key.source->hash(), PlacementListHash()(*key.target));
   }
-  size_t operator()(const PlanKey& key) const { return (*this)(PlanKeyView{key.source.get(), &key.target}); }
+  size_t operator()(const PlanKey& key) const {
+    return (*this)(PlanKeyView{key.source.get(), &key.target});
+  }
 };
 
 struct PlanKeyEq {

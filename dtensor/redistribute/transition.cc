@@ -43,7 +43,8 @@ std::vector<int64_t> StepContext::member_coordinate(int64_t member) const {
 const LocalLayout& StepContext::source_layout(int64_t member) const {
   if (member == group_rank_ && is_calling_rank_) return source_.local_layout();
   if (!source_layouts_[member]) {
-    source_layouts_[member] = std::make_unique<LocalLayout>(source_.layout_at(member_coordinate(member)));
+    source_layouts_[member] =
+        std::make_unique<LocalLayout>(source_.layout_at(member_coordinate(member)));
   }
   return *source_layouts_[member];
 }
@@ -51,7 +52,8 @@ const LocalLayout& StepContext::source_layout(int64_t member) const {
 const LocalLayout& StepContext::target_layout(int64_t member) const {
   if (member == group_rank_ && is_calling_rank_) return target_.local_layout();
   if (!target_layouts_[member]) {
-    target_layouts_[member] = std::make_unique<LocalLayout>(target_.layout_at(member_coordinate(member)));
+    target_layouts_[member] =
+        std::make_unique<LocalLayout>(target_.layout_at(member_coordinate(member)));
   }
   return *target_layouts_[member];
 }

@@ -105,6 +105,6 @@ const Transition* find_transition(const StepContext& step);
 
 }  // namespace dtensor
 
-#define DTENSOR_REGISTER_TRANSITION(Type)                                         \
-  static const bool dtensor_transition_registered_##Type [[maybe_unused]] =       \
+#define DTENSOR_REGISTER_TRANSITION(Type)                                   \
+  static const bool dtensor_transition_registered_##Type [[maybe_unused]] = \
       ::dtensor::register_transition(std::make_unique<Type>())

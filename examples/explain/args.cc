@@ -39,7 +39,8 @@ void read_option(const std::vector<std::string>& args, size_t* i, const CommandS
     throw UsageError(absl::StrCat(command.name, ": unexpected argument '", arg, "'; see --help"));
   }
   const size_t equals = arg.find('=');
-  const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+  const std::string name =
+      arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
   const bool is_flag = command.flags.count(name) > 0;
   if (!is_flag && command.value_options.count(name) == 0) {
     throw UsageError(absl::StrCat(command.name, ": unknown option --", name, "; see --help"));
@@ -99,8 +100,7 @@ ParsedCommand parse_command_line(const std::vector<std::string>& args,
   return parsed;
 }
 
-std::vector<int64_t> parse_sizes(std::string_view option, std::string_view text,
-                                 bool allow_empty) {
+std::vector<int64_t> parse_sizes(std::string_view option, std::string_view text, bool allow_empty) {
   std::vector<int64_t> sizes;
   if (allow_empty && trim(text).empty()) return sizes;
   for (std::string_view piece : split(text, ',')) {

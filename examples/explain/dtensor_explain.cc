@@ -45,7 +45,8 @@
 namespace dtensor_explain {
 namespace {
 
-constexpr std::string_view kUsage = R"usage(dtensor-explain: how dtensor lays out a tensor and plans a redistribute.
+constexpr std::string_view kUsage =
+    R"usage(dtensor-explain: how dtensor lays out a tensor and plans a redistribute.
 
 Usage:
   dtensor-explain layout --mesh M0,M1,.. --shape S0,S1,.. --placements P [--indices] [--json]
@@ -200,9 +201,9 @@ std::string layout_json_line(int64_t rank, const std::vector<int64_t>& coordinat
 
 std::string layout_header(const std::vector<int64_t>& mesh, const std::vector<int64_t>& shape,
                           const std::vector<dtensor::PlacementPtr>& placements) {
-  std::string header = absl::StrCat("layout of ", bracketed(shape), " on mesh ",
-                                    parenthesized(mesh), " as ",
-                                    dtensor::placements_to_string(placements), "\n");
+  std::string header =
+      absl::StrCat("layout of ", bracketed(shape), " on mesh ", parenthesized(mesh), " as ",
+                   dtensor::placements_to_string(placements), "\n");
   const int64_t merged = dtensor::merged_leading_dims(placements);
   if (merged > 1) {
     absl::StrAppend(&header, "local dim 0 counts rows: tensor dims 0..", merged - 1,
@@ -250,9 +251,9 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypes[] = {
-    {"float32", c10::ScalarType::Float},   {"float64", c10::ScalarType::Double},
+    {"float32", c10::ScalarType::Float},     {"float64", c10::ScalarType::Double},
     {"bfloat16", c10::ScalarType::BFloat16}, {"float16", c10::ScalarType::Half},
-    {"int64", c10::ScalarType::Long},      {"int32", c10::ScalarType::Int},
+    {"int64", c10::ScalarType::Long},        {"int32", c10::ScalarType::Int},
 };
 
 c10::ScalarType read_dtype(std::string_view name) {
@@ -315,8 +316,8 @@ PlanSummary merge_ranks(const std::vector<PlanSummary>& per_rank) {
     bool same = steps.size() == merged.steps.size();
     for (size_t i = 0; same && i < steps.size(); ++i) same = steps[i].same_step(merged.steps[i]);
     if (!same) {
-      throw std::runtime_error(absl::StrCat("rank ", rank,
-                                            " planned different steps from rank 0 (a planner bug)"));
+      throw std::runtime_error(
+          absl::StrCat("rank ", rank, " planned different steps from rank 0 (a planner bug)"));
     }
     for (size_t i = 0; i < steps.size(); ++i) {
       merged.steps[i].max_bytes = std::max(merged.steps[i].max_bytes, steps[i].bytes);
@@ -355,8 +356,7 @@ std::string plan_json(const PlanSummary& plan) {
     absl::StrAppend(&out, "{\"step\":", i + 1, ",\"mesh_dims\":", json_array(s.mesh_dims),
                     ",\"src\":", json_string(s.src), ",\"dst\":", json_string(s.dst),
                     ",\"collective\":", json_string(s.collective), ",\"bytes\":", s.bytes,
-                    ",\"max_bytes\":", s.max_bytes, ",\"cost_us\":", json_number(s.cost_us),
-                    "}\n");
+                    ",\"max_bytes\":", s.max_bytes, ",\"cost_us\":", json_number(s.cost_us), "}\n");
   }
   absl::StrAppend(&out, "{\"totals\":{\"steps\":", plan.steps.size(),
                   ",\"collectives\":", plan.collectives, ",\"bytes\":", total_bytes(plan),
@@ -369,8 +369,8 @@ std::string plan_text(const PlanSummary& plan, const std::string& title) {
   if (plan.steps.empty()) {
     out += "no steps: the source already has the target layout\n";
   } else {
-    Table table({"step", "mesh dims", "from", "to", "collective", "bytes (rank 0)", "max bytes",
-                 "est us"});
+    Table table(
+        {"step", "mesh dims", "from", "to", "collective", "bytes (rank 0)", "max bytes", "est us"});
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const StepSummary& s = plan.steps[i];
       table.add({absl::StrCat(i + 1), bracketed(s.mesh_dims), s.src, s.dst, s.collective,
@@ -379,8 +379,8 @@ std::string plan_text(const PlanSummary& plan, const std::string& title) {
     out += table.render();
   }
   absl::StrAppend(&out, "totals: steps ", plan.steps.size(), ", collectives ", plan.collectives,
-                  ", bytes (rank 0) ", total_bytes(plan), ", est ",
-                  fixed(plan.total_cost_us, 1), " us\n");
+                  ", bytes (rank 0) ", total_bytes(plan), ", est ", fixed(plan.total_cost_us, 1),
+                  " us\n");
   return out;
 }
 
@@ -396,10 +396,10 @@ int run_plan(const ParsedCommand& command) {
   if (command.has_flag("json")) {
     std::cout << plan_json(plan);
   } else {
-    std::cout << plan_text(plan, absl::StrCat("plan for ", bracketed(shape), " ", dtype_name,
-                                              " on mesh ", parenthesized(mesh), ": ",
-                                              dtensor::placements_to_string(from), " -> ",
-                                              dtensor::placements_to_string(to), "\n"));
+    std::cout << plan_text(
+        plan, absl::StrCat("plan for ", bracketed(shape), " ", dtype_name, " on mesh ",
+                           parenthesized(mesh), ": ", dtensor::placements_to_string(from), " -> ",
+                           dtensor::placements_to_string(to), "\n"));
   }
   return 0;
 }

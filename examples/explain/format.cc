@@ -110,9 +110,7 @@ std::string json_array(const std::vector<std::vector<int64_t>>& lists) {
   return absl::StrCat("[", absl::StrJoin(inner, ","), "]");
 }
 
-std::string json_number(double value) {
-  return std::isfinite(value) ? fixed(value, 3) : "null";
-}
+std::string json_number(double value) { return std::isfinite(value) ? fixed(value, 3) : "null"; }
 
 std::string Table::render() const {
   std::vector<size_t> widths;

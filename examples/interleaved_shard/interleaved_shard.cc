@@ -53,9 +53,9 @@ PlacementPtr InterleavedShard::normalized(int64_t tensor_ndim) const {
 void InterleavedShard::restrict(LayoutIndices& indices, int64_t n, int64_t r) const {
   std::vector<int64_t>& along = indices.along(dim_);
   const int64_t length = static_cast<int64_t>(along.size());
-  DTENSOR_CHECK(length % interleave_ == 0, to_string(), ": tensor dim ", dim_, " has size ",
-                length, ", which is not divisible by interleave ", interleave_,
-                " (it must consist of ", interleave_, " equal blocks)");
+  DTENSOR_CHECK(length % interleave_ == 0, to_string(), ": tensor dim ", dim_, " has size ", length,
+                ", which is not divisible by interleave ", interleave_, " (it must consist of ",
+                interleave_, " equal blocks)");
   const int64_t block = length / interleave_;
   const ChunkRange mine = torch_chunk_range(block, n, r);
   std::vector<int64_t> kept;

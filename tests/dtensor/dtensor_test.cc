@@ -95,7 +95,8 @@ TEST(DTensorTest, DistributeShardSizesFollowTorchChunk) {
     at::Tensor nine = make_global({9});
     const std::vector<std::vector<int64_t>> strided = {{0, 1, 5}, {2, 3, 6}, {4, 7}, {8}};
     DTensor ss = distribute_tensor(nine, mesh, parse_placements("SS(0,2)"));
-    EXPECT_TRUE(at::equal(ss.to_local(), nine.index_select(0, at::tensor(strided[rank], at::kLong))))
+    EXPECT_TRUE(
+        at::equal(ss.to_local(), nine.index_select(0, at::tensor(strided[rank], at::kLong))))
         << describe(ss.to_local());
     EXPECT_TRUE(at::equal(ss.full_tensor(), nine));
   });
@@ -295,7 +296,8 @@ TEST(DTensorTest, FromLocalExplicitShape) {
     FromLocalOptions options;
     options.shape = Shape{5, 3};
     options.stride = Shape{3, 1};
-    DTensor dt = from_local(testing::expected_local(global, mesh, placements), mesh, placements, options);
+    DTensor dt =
+        from_local(testing::expected_local(global, mesh, placements), mesh, placements, options);
     EXPECT_EQ(dt.sizes(), (Shape{5, 3}));
     EXPECT_TRUE(at::equal(dt.to_local(), testing::expected_local(global, mesh, placements)));
     EXPECT_TRUE(at::equal(dt.full_tensor(), global));
@@ -327,7 +329,8 @@ TEST(DTensorTest, FromLocalRaggedLearnsUnits) {
     // The learned layout round-trips through redistribute.
     EXPECT_TRUE(at::equal(dt.redistribute(parse_placements("R")).to_local(), global));
     DTensor even = dt.redistribute(parse_placements("S(0)"));
-    EXPECT_TRUE(at::equal(even.to_local(), testing::expected_local(global, mesh, parse_placements("S(0)"))));
+    EXPECT_TRUE(at::equal(even.to_local(),
+                          testing::expected_local(global, mesh, parse_placements("S(0)"))));
   });
 }
 
@@ -506,8 +509,8 @@ TEST(DTensorTest, RedistributeRefusesPartialTarget) {
     DTensor dt = distribute_tensor(global, mesh, parse_placements("P(sum),R"));
     DTENSOR_EXPECT_ERROR(dt.redistribute(parse_placements("P(sum),P(sum)")), "Partial");
     DTensor kept = dt.redistribute(parse_placements("P(sum),S(0)"));
-    EXPECT_TRUE(
-        at::equal(kept.to_local(), testing::expected_local(global, mesh, parse_placements("P(sum),S(0)"))));
+    EXPECT_TRUE(at::equal(kept.to_local(),
+                          testing::expected_local(global, mesh, parse_placements("P(sum),S(0)"))));
     EXPECT_TRUE(at::equal(kept.full_tensor(), global));
   });
 }

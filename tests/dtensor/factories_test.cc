@@ -12,8 +12,9 @@
 namespace dtensor {
 namespace {
 
-const std::vector<std::string> kLayouts = {"R,R", "S(0),S(1)", "S(1),S(0)", "SS(0,2),S(0)",
-                                           "RG(dims=1,units=[2,1]),R", "S(0),P(sum)", "P(max),R"};
+const std::vector<std::string> kLayouts = {
+    "R,R",         "S(0),S(1)", "S(1),S(0)", "SS(0,2),S(0)", "RG(dims=1,units=[2,1]),R",
+    "S(0),P(sum)", "P(max),R"};
 
 TEST(FactoriesTest, ConstantsAreTheSameGlobalTensorInEveryLayout) {
   run_ranks(4, [](int) {
@@ -52,13 +53,15 @@ TEST(FactoriesTest, RandomValuesMatchSingleDeviceForEveryLayout) {
   const at::Tensor normal = at::randn({9, 6}, generator);
   run_ranks(4, [&](int) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
-    for (const std::string& layout : {"R,R", "S(0),S(1)", "SS(0,2),S(0)", "S(1),RG(dims=1,units=[0,1])"}) {
+    for (const std::string& layout :
+         {"R,R", "S(0),S(1)", "SS(0,2),S(0)", "S(1),RG(dims=1,units=[0,1])"}) {
       SCOPED_TRACE(layout);
       DTensor u = rand({9, 6}, mesh, parse_placements(layout), 1234);
       DTensor n = randn({9, 6}, mesh, parse_placements(layout), 1234);
       EXPECT_TRUE(at::equal(u.full_tensor(), uniform));
       EXPECT_TRUE(at::equal(n.full_tensor(), normal));
-      EXPECT_TRUE(at::equal(u.to_local(), distribute_tensor(uniform, mesh, u.placements()).to_local()));
+      EXPECT_TRUE(
+          at::equal(u.to_local(), distribute_tensor(uniform, mesh, u.placements()).to_local()));
     }
     EXPECT_FALSE(at::equal(rand({9, 6}, mesh, parse_placements("R,R"), 99).full_tensor(), uniform));
   });
@@ -71,7 +74,8 @@ TEST(FactoriesTest, BadArguments) {
                          "rand: expected a floating dtype");
     DTENSOR_EXPECT_ERROR(zeros({4}, mesh, parse_placements("S(1)")), "S(1): expected a tensor dim");
     DTENSOR_EXPECT_ERROR(zeros({-1}, mesh, parse_placements("R")), "expected non-negative sizes");
-    DTENSOR_EXPECT_ERROR(ones({4}, mesh, parse_placements("P(band)")), "expects an integer or bool");
+    DTENSOR_EXPECT_ERROR(ones({4}, mesh, parse_placements("P(band)")),
+                         "expects an integer or bool");
   });
 }
 

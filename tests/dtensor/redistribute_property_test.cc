@@ -35,7 +35,8 @@ using testing::RedistributeCaseTotals;
 
 // Runs `cases` random cases on a mesh of `mesh_shape` (every rank draws the
 // same sequence from `seed`).
-void run_mesh(const Shape& mesh_shape, int64_t cases, uint32_t seed, RedistributeCaseTotals& totals) {
+void run_mesh(const Shape& mesh_shape, int64_t cases, uint32_t seed,
+              RedistributeCaseTotals& totals) {
   int world = 1;
   for (int64_t n : mesh_shape) world *= static_cast<int>(n);
   std::string current;  // rank 0's case, for errors thrown out of run_ranks

@@ -374,7 +374,8 @@ TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
     DTensorSpec target = source.spec().with_placements(parse_placements("S(1),R"));
     const RedistributePlan& plan = plan_redistribute(source.spec(), target);
     at::Tensor local = execute_plan(plan, source.to_local());
-    EXPECT_TRUE(at::equal(local, testing::expected_local(global, mesh, parse_placements("S(1),R"))));
+    EXPECT_TRUE(
+        at::equal(local, testing::expected_local(global, mesh, parse_placements("S(1),R"))));
   });
 }
 

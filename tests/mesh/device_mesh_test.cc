@@ -72,8 +72,8 @@ TEST(DeviceMeshTest, SlicingReusesCommunicators) {
     DeviceMesh dp_cp = mesh[{"dp", "cp"}];
     EXPECT_EQ(dp_cp.shape(), (std::vector<int64_t>{2, 2}));
     const int64_t tp_offset = rank % 2;
-    EXPECT_EQ(dp_cp.ranks(), (std::vector<int64_t>{tp_offset, 2 + tp_offset, 4 + tp_offset,
-                                                   6 + tp_offset}));
+    EXPECT_EQ(dp_cp.ranks(),
+              (std::vector<int64_t>{tp_offset, 2 + tp_offset, 4 + tp_offset, 6 + tp_offset}));
     EXPECT_EQ(dp_cp.coordinate(), (std::vector<int64_t>{rank / 4, (rank / 2) % 2}));
     EXPECT_EQ(dp_cp.communicator(0).get(), mesh.communicator(0).get());
     EXPECT_EQ(dp_cp.communicator(1).get(), mesh.communicator(1).get());

@@ -91,8 +91,7 @@ TEST(LocalCommunicatorTest, RanksCallingDifferentCollectivesAllThrow) {
         world->all_reduce(t, ReduceOp::kSum);
       }
     } catch (const Error& error) {
-      EXPECT_NE(std::string(error.what()).find("ranks disagree on a collective"),
-                std::string::npos)
+      EXPECT_NE(std::string(error.what()).find("ranks disagree on a collective"), std::string::npos)
           << error.what();
       ++errors;
     }
@@ -124,8 +123,9 @@ TEST(LocalCommunicatorTest, MismatchedAllToAllCountsAllThrow) {
     try {
       local_world()->all_to_all_v(input, send, output, recv);
     } catch (const Error& error) {
-      EXPECT_NE(std::string(error.what()).find("rank 0 sends 2 elements to rank 1, which expects 1"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(error.what()).find("rank 0 sends 2 elements to rank 1, which expects 1"),
+          std::string::npos)
           << error.what();
       ++errors;
     }

@@ -44,10 +44,11 @@ TEST(MpiRedistributeTest, IssueCollectiveCounts) {
   for (const Case& c : {Case{"S(0),S(1)", "S(0),S(0)", 1}, Case{"S(0),S(1)", "S(1),S(0)", 2},
                         Case{"S(0),S(0)", "S(1),S(1)", 2}, Case{"P(sum),R", "R,R", 1}}) {
     SCOPED_TRACE(std::string(c.from) + " -> " + c.to);
-    DTensor source = c.from[0] == 'P'
-                         ? redistribute_any(distribute_tensor(global, mesh, parse_placements("R,R")),
-                                            parse_placements(c.from))
-                         : distribute_tensor(global, mesh, parse_placements(c.from));
+    DTensor source =
+        c.from[0] == 'P'
+            ? redistribute_any(distribute_tensor(global, mesh, parse_placements("R,R")),
+                               parse_placements(c.from))
+            : distribute_tensor(global, mesh, parse_placements(c.from));
     CollectiveCounter counter;
     DTensor target = source.redistribute(parse_placements(c.to));
     EXPECT_LE(counter.total(), c.most);

@@ -65,11 +65,13 @@ TEST(LayoutTest, DesignCaseFsdpOverTensorParallel) {
   std::vector<Expected> expected;
   for (int64_t dp = 0; dp < 4; ++dp) {
     for (int64_t tp = 0; tp < 2; ++tp) {
-      expected.push_back(dp < 3 ? Expected{{3, 2}, {9 * tp + 3 * dp, 0}} : Expected{{0, 2}, {18, 0}});
+      expected.push_back(dp < 3 ? Expected{{3, 2}, {9 * tp + 3 * dp, 0}}
+                                : Expected{{0, 2}, {18, 0}});
     }
   }
   expect_layouts({18, 2}, {4, 2}, "SS(0,2),S(0)", expected);
-  LocalLayout rank1 = compute_local_layout({18, 2}, {4, 2}, {0, 1}, parse_placements("SS(0,2),S(0)"));
+  LocalLayout rank1 =
+      compute_local_layout({18, 2}, {4, 2}, {0, 1}, parse_placements("SS(0,2),S(0)"));
   EXPECT_EQ(rank1.global_indices[0], (Shape{9, 10, 11}));
 }
 
@@ -93,8 +95,8 @@ TEST(LayoutTest, StridedShardInterleavesChunks) {
 
 TEST(LayoutTest, RaggedRowsFollowUnits) {
   // Units that are row counts give exactly those rows; zero units hold nothing.
-  const std::vector<Expected> counts = {{{1, 3}, {0, 0}}, {{2, 3}, {1, 0}}, {{1, 3}, {3, 0}},
-                                        {{0, 3}, {4, 0}}};
+  const std::vector<Expected> counts = {
+      {{1, 3}, {0, 0}}, {{2, 3}, {1, 0}}, {{1, 3}, {3, 0}}, {{0, 3}, {4, 0}}};
   expect_layouts({4, 3}, {4}, "RG(dims=1,units=[1,2,1,0])", counts);
   // One non-zero unit puts everything on one rank.
   expect_layouts({4, 3}, {3}, "RG(dims=1,units=[0,5,0])",
@@ -105,8 +107,10 @@ TEST(LayoutTest, RaggedRowsFollowUnits) {
 
 TEST(LayoutTest, RaggedMergesLeadingDims) {
   // [2,3,4] with dims=2: 6 rows of 4; units 1,2 -> rows [0,2) and [2,6).
-  LocalLayout first = compute_local_layout({2, 3, 4}, {2}, {0}, parse_placements("RG(dims=2,units=[1,2])"));
-  LocalLayout second = compute_local_layout({2, 3, 4}, {2}, {1}, parse_placements("RG(dims=2,units=[1,2])"));
+  LocalLayout first =
+      compute_local_layout({2, 3, 4}, {2}, {0}, parse_placements("RG(dims=2,units=[1,2])"));
+  LocalLayout second =
+      compute_local_layout({2, 3, 4}, {2}, {1}, parse_placements("RG(dims=2,units=[1,2])"));
   EXPECT_EQ(first.local_shape, (Shape{2, 4}));
   EXPECT_EQ(second.local_shape, (Shape{4, 4}));
   EXPECT_EQ(second.global_indices[0], (Shape{2, 3, 4, 5}));
@@ -135,8 +139,9 @@ TEST(LayoutTest, BadPlacementsAreExplained) {
                        "expected one per mesh dim (2), found 1");
   DTENSOR_EXPECT_ERROR(compute_local_layout({4}, {2}, {0}, parse_placements("S(1)")),
                        "S(1): expected a tensor dim in [-1, 1) for a 1-D tensor, found 1");
-  DTENSOR_EXPECT_ERROR(compute_local_layout({4}, {2}, {0}, parse_placements("RG(dims=1,units=[1,1,1])")),
-                       "expected one unit per rank of the mesh dim (2), found 3");
+  DTENSOR_EXPECT_ERROR(
+      compute_local_layout({4}, {2}, {0}, parse_placements("RG(dims=1,units=[1,1,1])")),
+      "expected one unit per rank of the mesh dim (2), found 3");
   DTENSOR_EXPECT_ERROR(
       compute_local_layout({4, 4}, {2, 2}, {0, 0}, parse_placements("RG(dims=2,units=[1,1]),S(1)")),
       "which a Ragged placement merged into rows");
@@ -217,8 +222,9 @@ PlacementPtr random_placement(std::mt19937& rng, int64_t ndim, int64_t mesh_dim_
     case 3:
       return Shard::make(std::max<int64_t>(dim(rng), ragged_dims > 1 ? ragged_dims : 0) % ndim);
     case 4:
-      return StridedShard::make(std::max<int64_t>(dim(rng), ragged_dims > 1 ? ragged_dims : 0) % ndim,
-                                std::uniform_int_distribution<int64_t>(1, 3)(rng));
+      return StridedShard::make(
+          std::max<int64_t>(dim(rng), ragged_dims > 1 ? ragged_dims : 0) % ndim,
+          std::uniform_int_distribution<int64_t>(1, 3)(rng));
     default: {
       std::vector<int64_t> units(mesh_dim_size);
       for (int64_t& u : units) u = std::uniform_int_distribution<int64_t>(0, 3)(rng);
@@ -252,9 +258,9 @@ TEST(LayoutTest, RandomLayoutsMatchTorchChunk) {
     }
     for (int64_t rank = 0; rank < c10::multiply_integers(mesh); ++rank) {
       const Shape coordinate = coordinate_of(rank, mesh);
-      SCOPED_TRACE(::testing::Message() << "global " << c10::IntArrayRef(global) << " mesh "
-                                        << c10::IntArrayRef(mesh) << " placements "
-                                        << placements_to_string(placements) << " rank " << rank);
+      SCOPED_TRACE(::testing::Message()
+                   << "global " << c10::IntArrayRef(global) << " mesh " << c10::IntArrayRef(mesh)
+                   << " placements " << placements_to_string(placements) << " rank " << rank);
       const LocalLayout layout = compute_local_layout(global, mesh, coordinate, placements);
       const at::Tensor want = brute_force_local(global, mesh, coordinate, placements);
       const at::Tensor got = gather_by_layout(global, layout);

@@ -36,7 +36,8 @@ TEST(ParseTest, Lists) {
 }
 
 TEST(ParseTest, ErrorsPointAtTheBadCharacter) {
-  DTENSOR_EXPECT_ERROR(parse_placement("S(0"), "expected ')' at column 4, found the end:\n  S(0\n     ^");
+  DTENSOR_EXPECT_ERROR(parse_placement("S(0"),
+                       "expected ')' at column 4, found the end:\n  S(0\n     ^");
   DTENSOR_EXPECT_ERROR(parse_placement("S(x)"), "expected dim to be an integer at column 3");
   DTENSOR_EXPECT_ERROR(parse_placement("Q(0)"), "expected a known placement (P, R, RG, S, SS");
   DTENSOR_EXPECT_ERROR(parse_placement("S(0))"), "expected ',' or the end at column 5, found ')'");
@@ -44,7 +45,8 @@ TEST(ParseTest, ErrorsPointAtTheBadCharacter) {
   DTENSOR_EXPECT_ERROR(parse_placement(""), "expected a placement name");
   DTENSOR_EXPECT_ERROR(parse_placement("S(0,1)"), "expected S to take 1 argument (it has 2)");
   DTENSOR_EXPECT_ERROR(parse_placement("P(mean)"), "expected op to be one of sum, avg");
-  DTENSOR_EXPECT_ERROR(parse_placement("SS(0,0)"), "expected split_factor to be at least 1 at column 6");
+  DTENSOR_EXPECT_ERROR(parse_placement("SS(0,0)"),
+                       "expected split_factor to be at least 1 at column 6");
   DTENSOR_EXPECT_ERROR(parse_placement("RG(dims=1,units=[0,0])"), "at least one non-zero unit");
   DTENSOR_EXPECT_ERROR(parse_placement("RG(dims=1,units=[1,-1])"), "non-negative integers");
   DTENSOR_EXPECT_ERROR(parse_placement("RG(dims=0,units=[1])"), "expected dims to be at least 1");

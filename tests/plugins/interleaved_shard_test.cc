@@ -157,8 +157,8 @@ void check_distribute_1d(int64_t n) {
   run_ranks(static_cast<int>(n), [n](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {n});
     for (const Shape& shape : {Shape{12, 4}, Shape{15, 5}, Shape{6, 3}, Shape{3, 12}}) {
-      SCOPED_TRACE(::testing::Message() << "n " << n << " shape "
-                                        << ::testing::PrintToString(shape) << " rank " << rank);
+      SCOPED_TRACE(::testing::Message() << "n " << n << " shape " << ::testing::PrintToString(shape)
+                                        << " rank " << rank);
       const at::Tensor global = make_global(shape);
       for (int64_t dim : {0, 1}) {
         if (shape[dim] % 3 != 0) continue;
@@ -191,8 +191,8 @@ TEST(InterleavedShardTest, DistributeFullTensorTwoDimMesh) {
     const int64_t c0 = mesh.coordinate()[0];
     const int64_t c1 = mesh.coordinate()[1];
     for (const Shape& shape : {Shape{12, 4}, Shape{12, 5}, Shape{6, 7}}) {
-      SCOPED_TRACE(::testing::Message() << "shape " << ::testing::PrintToString(shape) << " rank "
-                                        << rank);
+      SCOPED_TRACE(::testing::Message()
+                   << "shape " << ::testing::PrintToString(shape) << " rank " << rank);
       const at::Tensor global = make_global(shape);
       // [IS(0,3), S(1)]: dim 0 interleaved over dp, dim 1 chunked over tp.
       DTensor a = distribute_tensor(global, mesh, parse_placements("IS(0,3),S(1)"));
@@ -227,9 +227,9 @@ struct Move {
 // Replicate), redistributes under a counter and compares with a direct
 // distribute of the target.
 void run_move(const Move& m, const at::Tensor& global, const DeviceMesh& mesh, bool exact) {
-  SCOPED_TRACE(::testing::Message() << m.from << " -> " << m.to << " shape " << global.sizes()
-                                    << " mesh " << mesh.to_string() << " rank "
-                                    << mesh.world()->rank());
+  SCOPED_TRACE(::testing::Message()
+               << m.from << " -> " << m.to << " shape " << global.sizes() << " mesh "
+               << mesh.to_string() << " rank " << mesh.world()->rank());
   const std::vector<PlacementPtr> from = parse_placements(m.from);
   const std::vector<PlacementPtr> to = parse_placements(m.to);
   bool partial = false;
@@ -240,8 +240,8 @@ void run_move(const Move& m, const at::Tensor& global, const DeviceMesh& mesh, b
   }
   DTensor source = distribute_tensor(global, mesh, without_partial);
   if (partial) source = redistribute_any(source, from);
-  ASSERT_TRUE(same_placements(source.placements(),
-                              normalize_placements(from, global.dim(), mesh.shape())));
+  ASSERT_TRUE(
+      same_placements(source.placements(), normalize_placements(from, global.dim(), mesh.shape())));
 
   CollectiveCounter counter;
   DTensor out = source.redistribute(to);
@@ -324,8 +324,9 @@ TEST(InterleavedShardTest, SizeNotDivisibleByInterleave) {
     const at::Tensor global = make_global({10, 4});
     DTENSOR_EXPECT_ERROR(distribute_tensor(global, mesh, parse_placements("IS(0,3)")),
                          "has size 10, which is not divisible by interleave 3");
-    DTENSOR_EXPECT_ERROR(distribute_tensor(global, mesh, parse_placements("IS(1,3)")),
-                         "IS(1,3): tensor dim 1 has size 4, which is not divisible by interleave 3");
+    DTENSOR_EXPECT_ERROR(
+        distribute_tensor(global, mesh, parse_placements("IS(1,3)")),
+        "IS(1,3): tensor dim 1 has size 4, which is not divisible by interleave 3");
     DTensor replicated = distribute_tensor(global, mesh, parse_placements("R"));
     DTENSOR_EXPECT_ERROR(replicated.redistribute(parse_placements("IS(0,3)")),
                          "not divisible by interleave 3");

@@ -32,8 +32,9 @@ void expect_same(const at::Tensor& actual, const at::Tensor& expected, c10::Scal
   const at::Tensor want = expected.to(dtype);
   EXPECT_EQ(got.scalar_type(), dtype);
   EXPECT_EQ(got.sizes(), want.sizes());
-  EXPECT_TRUE(got.sizes() == want.sizes() && at::equal(got, want))
-      << "got\n" << got << "\nexpected\n" << want;
+  EXPECT_TRUE(got.sizes() == want.sizes() && at::equal(got, want)) << "got\n"
+                                                                   << got << "\nexpected\n"
+                                                                   << want;
 }
 
 std::vector<int64_t> rows_per_rank(int n, int64_t (*rows)(int)) {
@@ -88,8 +89,7 @@ std::vector<ReduceOp> arithmetic_ops(c10::ScalarType dtype) {
 }  // namespace
 
 const std::vector<c10::ScalarType>& collective_test_dtypes() {
-  static const std::vector<c10::ScalarType> dtypes{at::kFloat, at::kBFloat16, at::kHalf,
-                                                   at::kLong};
+  static const std::vector<c10::ScalarType> dtypes{at::kFloat, at::kBFloat16, at::kHalf, at::kLong};
   return dtypes;
 }
 
@@ -98,8 +98,8 @@ void check_all_reduce(Communicator& comm, c10::ScalarType dtype) {
   const std::vector<std::vector<int64_t>> shapes{{5}, {0}, {}, {2, 3}, {37}};
   for (ReduceOp op : arithmetic_ops(dtype)) {
     for (const std::vector<int64_t>& shape : shapes) {
-      SCOPED_TRACE(::testing::Message() << "all_reduce " << reduce_op_name(op) << " shape "
-                                        << c10::IntArrayRef(shape));
+      SCOPED_TRACE(::testing::Message()
+                   << "all_reduce " << reduce_op_name(op) << " shape " << c10::IntArrayRef(shape));
       // avg data is a multiple of n, so the mean is exact whatever the backend's
       // order of division.
       auto make = [&](int rank) {
@@ -179,10 +179,10 @@ void check_reduce_scatter(Communicator& comm, c10::ScalarType dtype) {
 
 void check_reduce_scatter_v(Communicator& comm, c10::ScalarType dtype) {
   const int n = comm.size();
-  const std::vector<int64_t> counts = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
+  const std::vector<int64_t> counts =
+      rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
   SCOPED_TRACE(::testing::Message() << "reduce_scatter_v rows " << c10::IntArrayRef(counts));
-  const int64_t offset =
-      std::accumulate(counts.begin(), counts.begin() + comm.rank(), int64_t{0});
+  const int64_t offset = std::accumulate(counts.begin(), counts.begin() + comm.rank(), int64_t{0});
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
     auto make = [&](int rank) { return rank_values(rank, {total(counts), 2}); };
     at::Tensor output = on(comm, at::full({counts[comm.rank()], 2}, 99, at::kLong), dtype);
@@ -195,7 +195,8 @@ void check_reduce_scatter_v(Communicator& comm, c10::ScalarType dtype) {
 void check_all_to_all(Communicator& comm, c10::ScalarType dtype) {
   const int n = comm.size();
   std::vector<at::Tensor> blocks;
-  for (int p = 0; p < n; ++p) blocks.push_back(rank_values(p, {n * 2, 2}).narrow(0, 2 * comm.rank(), 2));
+  for (int p = 0; p < n; ++p)
+    blocks.push_back(rank_values(p, {n * 2, 2}).narrow(0, 2 * comm.rank(), 2));
   at::Tensor output = on(comm, at::full({n * 2, 2}, 99, at::kLong), dtype);
   comm.all_to_all(on(comm, rank_values(comm.rank(), {n * 2, 2}), dtype), output);
   expect_same(output, at::cat(blocks), dtype);
@@ -220,8 +221,7 @@ void check_all_to_all_v(Communicator& comm, c10::ScalarType dtype) {
   }
   at::Tensor output = on(comm, at::full({total(recv_counts), 2}, 99, at::kLong), dtype);
   const std::vector<int64_t> mine = send_counts(me);
-  comm.all_to_all_v(on(comm, rank_values(me, {total(mine), 2}), dtype), mine, output,
-                    recv_counts);
+  comm.all_to_all_v(on(comm, rank_values(me, {total(mine), 2}), dtype), mine, output, recv_counts);
   expect_same(output, at::cat(expected_parts), dtype);
 }
 
@@ -298,7 +298,8 @@ void check_bad_arguments_throw(Communicator& comm) {
   at::Tensor longs = at::zeros({4}, options.dtype(at::kLong));
   DTENSOR_EXPECT_ERROR(comm.all_reduce(longs, ReduceOp::kAvg), "avg expects a floating dtype");
   at::Tensor floats = at::zeros({4}, options);
-  DTENSOR_EXPECT_ERROR(comm.all_reduce(floats, ReduceOp::kBand), "expects an integer or bool dtype");
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(floats, ReduceOp::kBand),
+                       "expects an integer or bool dtype");
 
   at::Tensor input = at::zeros({2, 3}, options);
   at::Tensor wrong_rows = at::zeros({2 * n + 1, 3}, options);

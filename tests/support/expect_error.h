@@ -12,14 +12,14 @@
 
 #include "dtensor/base/check.h"
 
-#define DTENSOR_EXPECT_ERROR(statement, needle)                                          \
-  do {                                                                                   \
-    try {                                                                                \
-      statement;                                                                         \
-      ADD_FAILURE() << "expected dtensor::Error containing \"" << (needle)               \
-                    << "\" from: " #statement;                                           \
-    } catch (const ::dtensor::Error& error) {                                            \
-      EXPECT_NE(std::string(error.what()).find(needle), std::string::npos)               \
-          << "message \"" << error.what() << "\" lacks \"" << (needle) << "\"";          \
-    }                                                                                    \
+#define DTENSOR_EXPECT_ERROR(statement, needle)                                 \
+  do {                                                                          \
+    try {                                                                       \
+      statement;                                                                \
+      ADD_FAILURE() << "expected dtensor::Error containing \"" << (needle)      \
+                    << "\" from: " #statement;                                  \
+    } catch (const ::dtensor::Error& error) {                                   \
+      EXPECT_NE(std::string(error.what()).find(needle), std::string::npos)      \
+          << "message \"" << error.what() << "\" lacks \"" << (needle) << "\""; \
+    }                                                                           \
   } while (0)

@@ -52,14 +52,15 @@ class GatherToReplicate final : public Transition {
     at::Tensor output = at::empty(out_shape, local.options());
     step.communicator()->all_gather_v(input, output, rows);
     const auto target = merged_lists(step.my_target_layout(), step.target().shape(), merged);
-    if (gathered_order != target[dim]) output = output.index_select(0, reorder(gathered_order, target[dim], local.device()));
+    if (gathered_order != target[dim])
+      output = output.index_select(0, reorder(gathered_order, target[dim], local.device()));
     return output.movedim(0, dim).contiguous().reshape(step.my_target_layout().local_shape);
   }
 
  private:
   // For each target index, where the gather put it.
-  static at::Tensor reorder(const std::vector<int64_t>& gathered, const std::vector<int64_t>& target,
-                            c10::Device device) {
+  static at::Tensor reorder(const std::vector<int64_t>& gathered,
+                            const std::vector<int64_t>& target, c10::Device device) {
     absl::flat_hash_map<int64_t, int64_t> position;
     for (size_t i = 0; i < gathered.size(); ++i) position.emplace(gathered[i], i);
     std::vector<int64_t> order;

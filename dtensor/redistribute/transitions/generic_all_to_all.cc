@@ -25,8 +25,7 @@ class GenericAllToAll final : public Transition {
 
   bool applies(const StepContext& step) const override {
     return !step.source_placement().is_partial() && !step.target_placement().is_partial() &&
-           step.source_merged() ==
-               step.target_merged();
+           step.source_merged() == step.target_merged();
   }
 
   int64_t bytes(const StepContext& step) const override {
@@ -54,10 +53,9 @@ class GenericAllToAll final : public Transition {
     }
     const std::vector<int64_t>& target_shape = step.my_target_layout().local_shape;
     at::Tensor result = at::empty(target_shape, local.options());
-    DTENSOR_CHECK(received == result.numel(), "redistribute: internal: ",
-                  step.source().to_string(), " -> ", placements_to_string(step.target().placements()),
-                  ": the group holds ", received, " of the ", result.numel(),
-                  " elements this rank needs");
+    DTENSOR_CHECK(received == result.numel(), "redistribute: internal: ", step.source().to_string(),
+                  " -> ", placements_to_string(step.target().placements()), ": the group holds ",
+                  received, " of the ", result.numel(), " elements this rank needs");
     at::Tensor send = outgoing.empty() ? at::empty({0}, local.options()) : at::cat(outgoing);
     at::Tensor recv = at::empty({received}, local.options());
     step.communicator()->all_to_all_v(send, send_counts, recv, recv_counts);

@@ -22,8 +22,7 @@ class LocalSlice final : public Transition {
 
   bool applies(const StepContext& step) const override {
     return step.source_placement().is_replicate() && !step.target_placement().is_partial() &&
-           step.source_merged() <=
-               step.target_merged();
+           step.source_merged() <= step.target_merged();
   }
 
   int64_t bytes(const StepContext& step) const override {
@@ -34,8 +33,8 @@ class LocalSlice final : public Transition {
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const LocalLayout& target = step.my_target_layout();
-    const auto merged = merge_leading_dims(local, step.my_source_layout(),
-                                           step.source().shape(), target.merged_leading_dims);
+    const auto merged = merge_leading_dims(local, step.my_source_layout(), step.source().shape(),
+                                           target.merged_leading_dims);
     // Positions in the source of each target index, in target order.
     const auto positions = shared_positions(target.global_indices, merged.lists);
     int64_t needed = 1;

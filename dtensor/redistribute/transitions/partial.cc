@@ -34,8 +34,7 @@ class PartialToReplicate final : public Transition {
 
   int64_t bytes(const StepContext& step) const override {
     const int64_t n = step.group_size();
-    return 2 * (n - 1) * numel_of(step.my_source_layout().local_shape) *
-           step.element_size() / n;
+    return 2 * (n - 1) * numel_of(step.my_source_layout().local_shape) * step.element_size() / n;
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
@@ -68,8 +67,8 @@ class PartialToBlocks final : public Transition {
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const LocalLayout& target = step.my_target_layout();
     const int64_t dim = block_dim(step);
-    const auto merged = merge_leading_dims(local, step.my_source_layout(),
-                                           step.source().shape(), target.merged_leading_dims);
+    const auto merged = merge_leading_dims(local, step.my_source_layout(), step.source().shape(),
+                                           target.merged_leading_dims);
     at::Tensor input = merged.local.movedim(dim, 0).contiguous();
     std::vector<int64_t> rows;
     for (int64_t p = 0; p < step.group_size(); ++p) {
@@ -78,7 +77,8 @@ class PartialToBlocks final : public Transition {
     std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().end());
     out_shape[0] = rows[step.group_rank()];
     at::Tensor output = at::empty(out_shape, local.options());
-    step.communicator()->reduce_scatter_v(input, output, rows, *step.source_placement().partial_op());
+    step.communicator()->reduce_scatter_v(input, output, rows,
+                                          *step.source_placement().partial_op());
     return output.movedim(0, dim).contiguous().reshape(target.local_shape);
   }
 };
