@@ -35,6 +35,12 @@ std::vector<PlacementPtr> normalize_placements(const std::vector<PlacementPtr>& 
   return normalized;
 }
 
+int64_t LocalLayout::local_numel() const {
+  int64_t numel = 1;
+  for (int64_t extent : local_shape) numel *= extent;
+  return numel;
+}
+
 int64_t merged_leading_dims(const std::vector<PlacementPtr>& placements) {
   int64_t merged = 1;
   for (const PlacementPtr& p : placements) merged = std::max(merged, p->merged_leading_dims());

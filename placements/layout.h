@@ -49,6 +49,9 @@ struct LocalLayout {
   std::vector<std::vector<int64_t>> global_indices;
   // The leading dims merged into rows (1: none).
   int64_t merged_leading_dims = 1;
+
+  // Elements of the local tensor.
+  int64_t local_numel() const;
 };
 
 // The layout of the rank at `coordinate` of a mesh of `mesh_shape`.

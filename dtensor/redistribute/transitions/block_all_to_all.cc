@@ -48,10 +48,8 @@ class BlockAllToAll final : public Transition {
   }
 
   int64_t bytes(const StepContext& step) const override {
-    int64_t numel = 1;
-    for (int64_t extent : step.my_source_layout().local_shape) numel *= extent;
     const int64_t n = step.group_size();
-    return (n - 1) * numel * step.element_size() / n;
+    return (n - 1) * step.my_source_layout().local_numel() * step.element_size() / n;
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
@@ -76,8 +74,10 @@ class BlockAllToAll final : public Transition {
     std::vector<int64_t> send(n), recv(n);
     int64_t received = 0;
     for (int64_t p = 0; p < n; ++p) {
-      send[p] = overlap(sources.offset[me], sources.length[me], targets.offset[p], targets.length[p]);
-      recv[p] = overlap(sources.offset[p], sources.length[p], targets.offset[me], targets.length[me]);
+      send[p] =
+          overlap(sources.offset[me], sources.length[me], targets.offset[p], targets.length[p]);
+      recv[p] =
+          overlap(sources.offset[p], sources.length[p], targets.offset[me], targets.length[me]);
       received += recv[p];
     }
     DTENSOR_CHECK(received == targets.length[me], "redistribute: internal: block all-to-all ",

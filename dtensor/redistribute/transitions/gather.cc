@@ -30,10 +30,8 @@ class GatherToReplicate final : public Transition {
   }
 
   int64_t bytes(const StepContext& step) const override {
-    int64_t numel = 1;
-    for (int64_t extent : step.my_target_layout().local_shape) numel *= extent;
     const int64_t n = step.group_size();
-    return (n - 1) * numel * step.element_size() / n;
+    return (n - 1) * step.my_target_layout().local_numel() * step.element_size() / n;
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {

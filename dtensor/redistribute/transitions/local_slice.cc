@@ -26,9 +26,7 @@ class LocalSlice final : public Transition {
   }
 
   int64_t bytes(const StepContext& step) const override {
-    int64_t numel = 1;
-    for (int64_t extent : step.my_target_layout().local_shape) numel *= extent;
-    return numel * step.element_size();
+    return step.my_target_layout().local_numel() * step.element_size();
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
@@ -37,8 +35,7 @@ class LocalSlice final : public Transition {
                                            target.merged_leading_dims);
     // Positions in the source of each target index, in target order.
     const auto positions = shared_positions(target.global_indices, merged.lists);
-    int64_t needed = 1;
-    for (int64_t extent : target.local_shape) needed *= extent;
+    const int64_t needed = target.local_numel();
     DTENSOR_CHECK(positions.numel() == needed, "redistribute: internal: a local slice to ",
                   placements_to_string(step.target().placements()), " found ", positions.numel(),
                   " of the ", needed, " elements it needs");

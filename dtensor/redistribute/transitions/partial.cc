@@ -18,12 +18,6 @@ namespace {
 
 using redistribute_internal::merge_leading_dims;
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t extent : shape) n *= extent;
-  return n;
-}
-
 class PartialToReplicate final : public Transition {
  public:
   std::string_view collective() const override { return "all_reduce"; }
@@ -34,7 +28,7 @@ class PartialToReplicate final : public Transition {
 
   int64_t bytes(const StepContext& step) const override {
     const int64_t n = step.group_size();
-    return 2 * (n - 1) * numel_of(step.my_source_layout().local_shape) * step.element_size() / n;
+    return 2 * (n - 1) * step.my_source_layout().local_numel() * step.element_size() / n;
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
@@ -61,7 +55,7 @@ class PartialToBlocks final : public Transition {
 
   int64_t bytes(const StepContext& step) const override {
     const int64_t n = step.group_size();
-    return (n - 1) * numel_of(step.my_source_layout().local_shape) * step.element_size() / n;
+    return (n - 1) * step.my_source_layout().local_numel() * step.element_size() / n;
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
@@ -92,7 +86,7 @@ class ReplicateToPartial final : public Transition {
   }
 
   int64_t bytes(const StepContext& step) const override {
-    return numel_of(step.my_source_layout().local_shape) * step.element_size();
+    return step.my_source_layout().local_numel() * step.element_size();
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
