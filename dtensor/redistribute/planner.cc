@@ -275,8 +275,10 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source,
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
   at::Tensor current = local;
   for (const PlannedStep& step : plan.steps) {
-    StepContext context(*step.before, *step.after, step.mesh_dims);
-    current = step.transition->run(current, context);
+    if (!step.context) {
+      step.context = std::make_shared<const StepContext>(*step.before, *step.after, step.mesh_dims);
+    }
+    current = step.transition->run(current, *step.context);
     if (step.transition->communicates()) CollectiveCounter::record(step.transition->collective());
   }
   return current;

@@ -33,6 +33,10 @@ struct PlannedStep {
   const Transition* transition = nullptr;
   int64_t bytes = 0;  // what the calling rank sends (copies, for local steps)
   double cost = 0;    // estimated microseconds
+  // The calling rank's view of the step, made on first execution and kept:
+  // plans are per rank, and the context caches member layouts and the
+  // group's communicator, which every later execution reuses.
+  mutable std::shared_ptr<const StepContext> context;
 };
 
 struct RedistributePlan {

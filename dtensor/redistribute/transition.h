@@ -63,8 +63,9 @@ class StepContext {
   static int64_t local_split_dim(const Placement& placement, int64_t merged);
   // Elements of one local tensor element, in bytes.
   int64_t element_size() const;
-  // The group's communicator (flattened when several mesh dims change).
-  std::shared_ptr<Communicator> communicator() const;
+  // The group's communicator (flattened when several mesh dims change);
+  // looked up once per context.
+  const std::shared_ptr<Communicator>& communicator() const;
 
  private:
   std::vector<int64_t> member_coordinate(int64_t member) const;
@@ -76,6 +77,7 @@ class StepContext {
   bool is_calling_rank_ = true;
   int64_t group_size_ = 1;
   int64_t group_rank_ = 0;
+  mutable std::shared_ptr<Communicator> communicator_;
   mutable std::vector<std::unique_ptr<LocalLayout>> source_layouts_;
   mutable std::vector<std::unique_ptr<LocalLayout>> target_layouts_;
 };
