@@ -121,10 +121,11 @@ DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
   std::vector<at::Tensor> pieces;
   if (comm->rank() == root_index) {
     const at::Tensor global = tensor.contiguous();
+    const LocalLayout whole = spread->with_placements(all_replicate(mesh.ndim())).local_layout();
+    const auto merged =
+        merge_leading_dims(global, whole, shape, merged_leading_dims(spread->placements()));
     for (int64_t member = 0; member < comm->size(); ++member) {
       const LocalLayout layout = spread->layout_at(coordinate_of(member, mesh.shape()));
-      LocalLayout full = spread->with_placements(all_replicate(mesh.ndim())).local_layout();
-      const auto merged = merge_leading_dims(global, full, shape, layout.merged_leading_dims);
       pieces.push_back(gather_positions(
           merged.local,
           redistribute_internal::shared_positions(layout.global_indices, merged.lists).wanted));
