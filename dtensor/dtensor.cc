@@ -78,16 +78,22 @@ at::Tensor DTensor::full_tensor() const {
 
 DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
                               RedistributeOptions options) const {
-  const std::vector<PlacementPtr> target =
-      normalize_placements(placements, spec_->ndim(), mesh().shape());
-  for (size_t i = 0; i < target.size(); ++i) {
-    DTENSOR_CHECK(!target[i]->is_partial() || *target[i] == *spec_->placements()[i],
-                  "redistribute: mesh dim ", i, ": a Partial target (", target[i]->to_string(),
+  // Only what the Partial rule needs is checked here; the plan lookup takes the
+  // placements as given, so a cache hit normalizes and allocates nothing, and
+  // a miss validates them fully.
+  const std::vector<PlacementPtr>& current = spec_->placements();
+  DTENSOR_CHECK(placements.size() == current.size(), "placements: expected one per mesh dim (",
+                current.size(), "), found ", placements.size());
+  for (size_t i = 0; i < placements.size(); ++i) {
+    DTENSOR_CHECK(placements[i] != nullptr, "placements[", i,
+                  "]: expected a placement, found null");
+    DTENSOR_CHECK(!placements[i]->is_partial() || *placements[i] == *current[i],
+                  "redistribute: mesh dim ", i, ": a Partial target (", placements[i]->to_string(),
                   ") needs that mesh dim to hold the same Partial already, found ",
-                  spec_->placements()[i]->to_string(),
+                  current[i]->to_string(),
                   "; Partial values come from operators, not from redistribute");
   }
-  return redistribute_any(*this, target);
+  return redistribute_any(*this, placements);
 }
 
 DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
