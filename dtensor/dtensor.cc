@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_join.h"
+#include "dtensor/autograd/layout_functions.h"
 #include "dtensor/base/check.h"
 #include "dtensor/redistribute/index_exchange.h"
 #include "dtensor/redistribute/planner.h"
@@ -59,17 +60,17 @@ std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& plac
 
 }  // namespace
 
-DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec)
-    : local_(std::move(local)), spec_(std::move(spec)) {
-  DTENSOR_CHECK(spec_ != nullptr, "DTensor: expected a spec, found null");
-  check_device(local_, spec_->mesh(), "DTensor");
-  DTENSOR_CHECK(local_.scalar_type() == spec_->dtype(), "DTensor: local tensor dtype: expected ",
-                spec_->dtype(), ", found ", local_.scalar_type());
-  DTENSOR_CHECK(local_.sizes() == c10::IntArrayRef(spec_->local_layout().local_shape),
-                "DTensor: local tensor shape: expected [",
-                absl::StrJoin(spec_->local_layout().local_shape, ", "), "] for ",
-                spec_->to_string(), ", found ", local_.sizes());
-  DTENSOR_CHECK(local_.is_contiguous(), "DTensor: expected a contiguous local tensor");
+DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) {
+  DTENSOR_CHECK(spec != nullptr, "DTensor: expected a spec, found null");
+  check_device(local, spec->mesh(), "DTensor");
+  tensor_ = from_local_with_grad(local, spec);
+}
+
+DTensor::DTensor(at::Tensor tensor) : tensor_(std::move(tensor)) { dtensor_impl(tensor_); }
+
+at::Tensor DTensor::to_local() const {
+  if (!tensor_.requires_grad() || !at::GradMode::is_enabled()) return impl()->local();
+  return to_local_with_grad(tensor_, nullptr);
 }
 
 at::Tensor DTensor::full_tensor() const {
@@ -81,7 +82,7 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
   // Only what the Partial rule needs is checked here; the plan lookup takes the
   // placements as given, so a cache hit normalizes and allocates nothing, and
   // a miss validates them fully.
-  const std::vector<PlacementPtr>& current = spec_->placements();
+  const std::vector<PlacementPtr>& current = spec().placements();
   DTENSOR_CHECK(placements.size() == current.size(), "placements: expected one per mesh dim (",
                 current.size(), "), found ", placements.size());
   for (size_t i = 0; i < placements.size(); ++i) {
@@ -99,13 +100,14 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
 DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
   const RedistributePlan& plan = plan_redistribute(tensor.spec(), placements);
   if (plan.steps.empty()) return tensor;
-  return DTensor(execute_plan(plan, tensor.to_local()), plan.target);
+  return DTensor(redistribute_with_grad(tensor.tensor(), plan.target));
 }
 
-DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
-                          const std::vector<PlacementPtr>& placements,
-                          std::optional<int64_t> src_rank) {
-  check_device(tensor, mesh, "distribute_tensor");
+namespace {
+
+DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
+                            const std::vector<PlacementPtr>& placements,
+                            std::optional<int64_t> src_rank) {
   const std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
   auto spec = std::make_shared<const DTensorSpec>(mesh, placements, shape, tensor.scalar_type());
   auto spread = std::make_shared<const DTensorSpec>(
@@ -146,6 +148,18 @@ DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
   at::Tensor recv = local.view({-1});
   comm->all_to_all_v(send, send_counts, recv, recv_counts);
   return redistribute_any(DTensor(local, spread), spec->placements());
+}
+
+}  // namespace
+
+// Like PyTorch, a distributed tensor is a new leaf: parameters stay parameters.
+DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
+                          const std::vector<PlacementPtr>& placements,
+                          std::optional<int64_t> src_rank) {
+  check_device(tensor, mesh, "distribute_tensor");
+  DTensor out = distribute_detached(tensor.detach(), mesh, placements, src_rank);
+  if (tensor.requires_grad()) out.tensor().set_requires_grad(true);
+  return out;
 }
 
 namespace {

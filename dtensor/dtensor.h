@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "dtensor/spec.h"
+#include "dtensor/tensor_impl.h"
 
 namespace dtensor {
 
@@ -33,31 +34,50 @@ struct RedistributeOptions {
   bool async_op = false;
 };
 
+// A handle on a DTensor at::Tensor (dtensor/tensor_impl.h). `tensor()` is the
+// at::Tensor itself: pass it to any ATen op (`at::mm(a.tensor(), b.tensor())`,
+// `x.tensor().sum(1)`, torch::nn modules with DTensor parameters) and the
+// result is again a DTensor, laid out by the sharding rules (rules/). The
+// conversion is implicit, so `at::relu(x)` works on a DTensor `x` too.
+// Autograd differentiates through ops and through the calls below.
 class DTensor {
  public:
-  // Wraps `local` (contiguous, on the mesh's device, of the spec's dtype and of
-  // the local shape the spec gives the calling rank). Throws otherwise.
+  // Wraps `local` (on the mesh's device, of the spec's dtype and of the local
+  // shape the spec gives the calling rank; throws otherwise). Differentiable
+  // in `local`.
   DTensor(at::Tensor local, DTensorSpecPtr spec);
+  // Views an at::Tensor that is a DTensor, e.g. an op's result. Throws
+  // dtensor::Error for a plain tensor.
+  explicit DTensor(at::Tensor tensor);
 
-  // The calling rank's shard.
-  const at::Tensor& to_local() const { return local_; }
+  // The DTensor as an at::Tensor.
+  const at::Tensor& tensor() const { return tensor_; }
+  operator const at::Tensor&() const { return tensor_; }
+
+  // The calling rank's shard (sharing its storage). Differentiable: the
+  // gradient flows back as a DTensor of this layout, Partial read as
+  // Replicate.
+  at::Tensor to_local() const;
   // The whole global tensor on every rank (Partial placements reduced).
   at::Tensor full_tensor() const;
   // The same global tensor with `placements`. A Partial target is refused
-  // unless that mesh dim already holds the same Partial.
+  // unless that mesh dim already holds the same Partial. Differentiable.
   DTensor redistribute(const std::vector<PlacementPtr>& placements,
                        RedistributeOptions options = {}) const;
 
-  const DTensorSpec& spec() const { return *spec_; }
-  const DTensorSpecPtr& spec_ptr() const { return spec_; }
-  const DeviceMesh& mesh() const { return spec_->mesh(); }
-  const std::vector<PlacementPtr>& placements() const { return spec_->placements(); }
-  const std::vector<int64_t>& sizes() const { return spec_->shape(); }
-  c10::ScalarType dtype() const { return spec_->dtype(); }
+  const DTensorSpec& spec() const { return *impl()->spec(); }
+  const DTensorSpecPtr& spec_ptr() const { return impl()->spec(); }
+  const DeviceMesh& mesh() const { return spec().mesh(); }
+  const std::vector<PlacementPtr>& placements() const { return spec().placements(); }
+  const std::vector<int64_t>& sizes() const { return spec().shape(); }
+  c10::ScalarType dtype() const { return spec().dtype(); }
 
  private:
-  at::Tensor local_;
-  DTensorSpecPtr spec_;
+  const DTensorImpl* impl() const {
+    return static_cast<const DTensorImpl*>(tensor_.unsafeGetTensorImpl());
+  }
+
+  at::Tensor tensor_;
 };
 
 // Internal: redistributes to any placements, Partial targets included (used by

@@ -72,6 +72,18 @@ class LayoutIndices {
 class Placement;
 using PlacementPtr = std::shared_ptr<const Placement>;
 
+// The parts a placement can play in a sharding rule (rules/ speaks of roles,
+// never of kinds, so a new placement works with every rule it honestly fits):
+//  - kPassThrough: a dim the op maps element for element from inputs to
+//    outputs (batch dims, elementwise dims): any split, identical on every
+//    operand, passes through.
+//  - kContraction: a dim the op sums over (mm's k): an identical split on
+//    both operands gives each rank a term of the sum, i.e. Partial(sum).
+//  - kEvenBlocks: consecutive equal blocks in coordinate order, which view
+//    ops may merge into or split out of neighbouring dims when the sizes
+//    divide evenly.
+enum class RuleRole { kPassThrough, kContraction, kEvenBlocks };
+
 class Placement {
  public:
   virtual ~Placement() = default;
@@ -110,6 +122,14 @@ class Placement {
   // Throws dtensor::Error if this placement cannot lay out a mesh dim of `n`
   // ranks (e.g. Ragged units of the wrong length). Default: any n.
   virtual void check_mesh_dim_size(int64_t n) const {}
+
+  // Whether this placement fills `role` in sharding rules (see RuleRole).
+  // Default: no role, so a user placement joins rules only where it says so.
+  virtual bool fills_role(RuleRole role) const { return false; }
+  // The same split applied to tensor dim `dim` of another operand (how a
+  // rule lines one operand's split up with another's), or nullptr when this
+  // placement cannot split that dim. Default: nullptr.
+  virtual PlacementPtr moved_to_dim(int64_t dim) const { return nullptr; }
 };
 
 inline bool operator==(const Placement& a, const Placement& b) { return a.equals(b); }

@@ -41,6 +41,10 @@ PlacementPtr Ragged::normalized(int64_t tensor_ndim) const {
   return std::make_shared<const Ragged>(dims_, units_);
 }
 
+PlacementPtr Ragged::moved_to_dim(int64_t dim) const {
+  return dim == 0 ? std::make_shared<const Ragged>(dims_, units_) : nullptr;
+}
+
 void Ragged::check_mesh_dim_size(int64_t n) const {
   DTENSOR_CHECK(static_cast<int64_t>(units_.size()) == n, to_string(),
                 ": units: expected one unit per rank of the mesh dim (", n, "), found ",

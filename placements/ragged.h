@@ -38,6 +38,10 @@ class Ragged final : public Placement {
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
   void check_mesh_dim_size(int64_t n) const override;
+  // Uneven by design, so never kEvenBlocks.
+  bool fills_role(RuleRole role) const override { return role != RuleRole::kEvenBlocks; }
+  // Ragged always splits the leading rows: it can only stay at dim 0.
+  PlacementPtr moved_to_dim(int64_t dim) const override;
 
   // The [begin, end) rows of `rows` that coordinate r holds.
   ChunkRange row_range(int64_t rows, int64_t r) const;

@@ -27,6 +27,8 @@ class Shard final : public Placement {
   bool splits_into_ordered_blocks() const override { return true; }
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
+  bool fills_role(RuleRole role) const override { return true; }
+  PlacementPtr moved_to_dim(int64_t dim) const override { return make(dim); }
 
  private:
   int64_t dim_;

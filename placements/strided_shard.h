@@ -31,6 +31,9 @@ class StridedShard final : public Placement {
   std::optional<int64_t> split_dim() const override { return dim_; }
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
+  // Interleaved pieces: never the even blocks view ops merge.
+  bool fills_role(RuleRole role) const override { return role != RuleRole::kEvenBlocks; }
+  PlacementPtr moved_to_dim(int64_t dim) const override { return make(dim, split_factor_); }
 
  private:
   int64_t dim_;

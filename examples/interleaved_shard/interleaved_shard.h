@@ -107,6 +107,10 @@ class InterleavedShard final : public Placement {
   // splits_into_ordered_blocks() stays false: the pieces interleave.
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
+  // Each rank's rows are the same positions of every block whatever the dim,
+  // so elementwise ops and contractions over the dim fit; view merges do not.
+  bool fills_role(RuleRole role) const override { return role != RuleRole::kEvenBlocks; }
+  PlacementPtr moved_to_dim(int64_t dim) const override { return make(dim, interleave_); }
 
  private:
   int64_t dim_;

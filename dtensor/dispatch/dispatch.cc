@@ -1,0 +1,107 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/dispatch/dispatch.h"
+
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "dtensor/base/check.h"
+#include "dtensor/dispatch/op_runner.h"
+#include "dtensor/tensor_impl.h"
+
+namespace dtensor {
+namespace {
+
+constexpr uint64_t kStrictBit = 1;
+constexpr uint64_t kFallbackBit = 2;
+constexpr uint64_t kImplicitReplicationBit = 4;
+
+thread_local uint64_t tls_mode_bits = 0;
+
+void dtensor_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const uint64_t bits = tls_mode_bits;
+  DispatchModes modes;
+  modes.propagation.strict = (bits & kStrictBit) != 0;
+  modes.propagation.replicate_fallback = (bits & kFallbackBit) != 0;
+  modes.implicit_replication = (bits & kImplicitReplicationBit) != 0;
+  run_on_dtensors(op, *stack, modes, bits);
+}
+
+// One Library per namespace: torch::Library refuses a second IMPL block of
+// the same namespace and key in one place, so they live for the process.
+torch::Library& library_for(const std::string& ns) {
+  static absl::Mutex mutex;
+  static auto* libraries = new absl::flat_hash_map<std::string, std::unique_ptr<torch::Library>>();
+  absl::MutexLock lock(&mutex);
+  auto& slot = (*libraries)[ns];
+  if (!slot) {
+    slot = std::make_unique<torch::Library>(torch::Library::IMPL, ns, kDTensorDispatchKey,
+                                            __FILE__, __LINE__);
+  }
+  return *slot;
+}
+
+void register_kernel(const c10::OperatorName& name) {
+  const auto colon = name.name.find("::");
+  const std::string ns = name.name.substr(0, colon);
+  std::string op = name.name.substr(colon + 2);
+  if (!name.overload_name.empty()) absl::StrAppend(&op, ".", name.overload_name);
+  library_for(ns).impl(op.c_str(),
+                       torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>());
+}
+
+// Composite ops decompose before they reach the DTensor key, and keep their
+// autograd formulas that way; registering them would hide both.
+bool decomposes(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+}
+
+bool register_aten_kernels() {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (op && !decomposes(*op)) register_kernel(name);
+  }
+  return true;
+}
+
+const bool aten_kernels_registered = register_aten_kernels();
+
+TORCH_LIBRARY_IMPL(_, PrivateUse3, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>());
+}
+
+}  // namespace
+
+static_assert(kDTensorDispatchKey == c10::DispatchKey::PrivateUse3,
+              "the fallback above names the DTensor key");
+
+ScopedDispatchMode::ScopedDispatchMode(uint64_t bit) : previous_(tls_mode_bits) {
+  tls_mode_bits |= bit;
+}
+ScopedDispatchMode::~ScopedDispatchMode() { tls_mode_bits = previous_; }
+ScopedStrictMode::ScopedStrictMode() : ScopedDispatchMode(kStrictBit) {}
+ScopedReplicateFallback::ScopedReplicateFallback() : ScopedDispatchMode(kFallbackBit) {}
+ScopedImplicitReplication::ScopedImplicitReplication()
+    : ScopedDispatchMode(kImplicitReplicationBit) {}
+
+uint64_t dispatch_mode_bits() { return tls_mode_bits; }
+
+void register_dtensor_kernel(std::string_view op_name) {
+  const auto dot = op_name.find('.');
+  c10::OperatorName name(std::string(op_name.substr(0, dot)),
+                         dot == std::string_view::npos ? "" : std::string(op_name.substr(dot + 1)));
+  auto op = c10::Dispatcher::singleton().findOp(name);
+  DTENSOR_CHECK(op.has_value(), "register_dtensor_kernel: expected a registered operator, found "
+                "no \"", op_name, "\"");
+  DTENSOR_CHECK(!op->hasKernelForDispatchKey(kDTensorDispatchKey),
+                "register_dtensor_kernel: \"", op_name, "\" already reaches the DTensor kernel");
+  register_kernel(name);
+}
+
+}  // namespace dtensor

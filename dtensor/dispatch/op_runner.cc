@@ -1,0 +1,193 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/dispatch/op_runner.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+#include "dtensor/redistribute/planner.h"
+#include "dtensor/tensor_impl.h"
+#include "placements/replicate.h"
+#include "rules/propagation_cache.h"
+
+namespace dtensor {
+namespace {
+
+// Visits every defined tensor among `arguments` in input order (Tensor[]
+// and Tensor?[] elements one by one): the order of OpCall::inputs().
+template <typename Fn>
+void for_each_tensor(c10::ArrayRef<c10::IValue> arguments, Fn&& fn) {
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    const c10::IValue& value = arguments[a];
+    if (value.isTensor()) {
+      if (value.toTensor().defined()) fn(value.toTensor(), a, -1);
+    } else if (value.isList()) {
+      const auto elements = value.toListRef();
+      for (size_t i = 0; i < elements.size(); ++i) {
+        if (elements[i].isTensor() && elements[i].toTensor().defined()) {
+          fn(elements[i].toTensor(), a, static_cast<int64_t>(i));
+        }
+      }
+    }
+  }
+}
+
+std::string op_name_of(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+                 const DispatchModes& modes) {
+  const DeviceMesh* mesh = nullptr;
+  for_each_tensor(arguments, [&](const at::Tensor& t, size_t, int64_t) {
+    if (!is_dtensor(t)) return;
+    const DeviceMesh& other = dtensor_impl(t)->spec()->mesh();
+    if (mesh == nullptr) mesh = &other;
+    DTENSOR_CHECK(*mesh == other, op_name_of(op), ": expected every DTensor on one mesh, found ",
+                  mesh->to_string(), " and ", other.to_string());
+  });
+  DTENSOR_CHECK(mesh != nullptr, op_name_of(op), ": expected a DTensor argument, found none");
+  std::vector<TensorInput> inputs;
+  for_each_tensor(arguments, [&](const at::Tensor& t, size_t a, int64_t list_index) {
+    TensorInput input{a, list_index, nullptr, is_dtensor(t)};
+    if (input.is_dtensor) {
+      input.spec = dtensor_impl(t)->spec();
+    } else {
+      DTENSOR_CHECK(t.dim() == 0 || modes.implicit_replication, op_name_of(op),
+                    ": argument ", a, " is a plain tensor of shape [", absl::StrJoin(t.sizes(), ", "),
+                    "] mixed with DTensors; expected a DTensor or a 0-dim scalar (distribute it ",
+                    "first, or opt into dtensor::ScopedImplicitReplication)");
+      input.spec = std::make_shared<const DTensorSpec>(
+          *mesh, std::vector<PlacementPtr>(mesh->ndim(), Replicate::make()), t.sizes().vec(),
+          t.scalar_type());
+    }
+    inputs.push_back(std::move(input));
+  });
+  return OpCall(op, arguments, std::move(inputs), *mesh);
+}
+
+at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
+  if (!is_dtensor(t)) return t;
+  const DTensorImpl* impl = dtensor_impl(t);
+  if (impl->spec() == target) return impl->local();
+  const RedistributePlan& plan = plan_redistribute(*impl->spec(), target->placements());
+  if (plan.steps.empty()) return impl->local();
+  return execute_plan(plan, impl->local().contiguous());
+}
+
+// The call's arguments with every tensor replaced by its local shard at the
+// chosen layout.
+torch::jit::Stack local_arguments(c10::ArrayRef<c10::IValue> arguments, const Propagation& p) {
+  torch::jit::Stack out(arguments.begin(), arguments.end());
+  size_t input = 0;
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    const c10::IValue& value = arguments[a];
+    if (value.isTensor()) {
+      if (value.toTensor().defined()) out[a] = local_for(value.toTensor(), p.input_targets[input++]);
+    } else if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) {
+        list.push_back(t.defined() ? local_for(t, p.input_targets[input++]) : t);
+      }
+      out[a] = list;
+    } else if (value.isList() && value.toListRef().size() > 0 &&
+               value.toListRef()[0].isTensor()) {
+      c10::List<c10::optional<at::Tensor>> list;
+      for (const c10::IValue& e : value.toListRef()) {
+        if (e.isTensor() && e.toTensor().defined()) {
+          list.push_back(local_for(e.toTensor(), p.input_targets[input++]));
+        } else {
+          list.push_back(c10::nullopt);
+        }
+      }
+      out[a] = list;
+    }
+  }
+  return out;
+}
+
+at::Tensor wrap(const c10::OperatorHandle& op, const Propagation& p, size_t k,
+                const at::Tensor& local, const DeviceMesh& mesh) {
+  if (!local.defined()) return local;  // an output the op was asked not to compute
+  const DTensorSpecPtr& spec = p.output_spec(k, local.scalar_type(), mesh);
+  DTENSOR_CHECK(local.sizes() == c10::IntArrayRef(spec->local_layout().local_shape),
+                op_name_of(op), ": output ", k, " laid out as [",
+                placements_to_string(spec->placements()), "] needs a local shard of shape [",
+                absl::StrJoin(spec->local_layout().local_shape, ", "),
+                "], but the local op produced [", absl::StrJoin(local.sizes(), ", "),
+                "] (a wrong sharding rule?)");
+  return make_dtensor_tensor(local, spec);
+}
+
+void check_written_shapes(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+                          const Propagation& p) {
+  for (const ReturnLayout& ret : p.returns) {
+    if (ret.writes_argument < 0 || ret.kind != ReturnLayout::Kind::kTensor) continue;
+    const at::Tensor& out = arguments[ret.writes_argument].toTensor();
+    DTENSOR_CHECK(is_dtensor(out), op_name_of(op), ": expected a DTensor to write into, found a ",
+                  "plain tensor");
+    DTENSOR_CHECK(out.sizes() == c10::IntArrayRef(p.output_shapes[ret.first_output]),
+                  op_name_of(op), ": the DTensor written in place has shape [",
+                  absl::StrJoin(out.sizes(), ", "), "], expected [",
+                  absl::StrJoin(p.output_shapes[ret.first_output], ", "),
+                  "] (DTensors are never resized)");
+  }
+}
+
+}  // namespace
+
+void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                     const DispatchModes& modes, uint64_t mode_bits) {
+  const size_t num_arguments = op.schema().arguments().size();
+  const c10::ArrayRef<c10::IValue> arguments(&*(stack.end() - num_arguments), num_arguments);
+  std::optional<PropagationKey> key = PropagationKey::of(op, arguments, mode_bits);
+  PropagationCache& cache = PropagationCache::for_this_thread();
+  const Propagation* propagation = key ? cache.find(*key) : nullptr;
+  std::unique_ptr<Propagation> uncached;
+  // A hit skips building the call: the key pins everything make_call checks.
+  std::optional<OpCall> call;
+  if (propagation == nullptr) {
+    call.emplace(make_call(op, arguments, modes));
+    auto result = propagate(*call, modes.propagation);
+    propagation = key ? cache.insert(std::move(*key), std::move(result))
+                      : (uncached = std::move(result)).get();
+  }
+  if (propagation->local_kernel && !call) call.emplace(make_call(op, arguments, modes));
+  run_with_propagation(op, stack, *propagation, call ? &*call : nullptr);
+}
+
+void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                          const Propagation& propagation, const OpCall* call) {
+  const size_t num_arguments = op.schema().arguments().size();
+  const std::vector<c10::IValue> arguments(stack.end() - num_arguments, stack.end());
+  check_written_shapes(op, arguments, propagation);
+  torch::jit::Stack locals = local_arguments(arguments, propagation);
+  const DeviceMesh& mesh = propagation.input_targets.front()->mesh();
+  if (propagation.local_kernel) {
+    DTENSOR_CHECK(call != nullptr, op_name_of(op), ": a custom local kernel needs the call");
+    propagation.local_kernel(op, locals, LocalContext{*call, propagation, mesh});
+  } else {
+    op.callBoxed(locals);
+  }
+  torch::jit::drop(stack, num_arguments);
+  for (size_t j = 0; j < propagation.returns.size(); ++j) {
+    const ReturnLayout& ret = propagation.returns[j];
+    if (ret.writes_argument >= 0) {
+      stack.push_back(arguments[ret.writes_argument]);
+    } else if (ret.kind == ReturnLayout::Kind::kTensor) {
+      stack.push_back(wrap(op, propagation, ret.first_output, locals[j].toTensor(), mesh));
+    } else if (ret.kind == ReturnLayout::Kind::kTensorList) {
+      c10::List<at::Tensor> list;
+      const auto local_list = locals[j].toTensorList();
+      for (size_t k = 0; k < local_list.size(); ++k) {
+        list.push_back(wrap(op, propagation, ret.first_output + k, local_list[k], mesh));
+      }
+      stack.push_back(list);
+    } else {
+      stack.push_back(locals[j]);
+    }
+  }
+}
+
+}  // namespace dtensor

@@ -1,0 +1,31 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/dispatch/op_runner.h: one operator call on DTensors, from the
+// dispatcher's stack to wrapped outputs (the body of the DTensor kernel).
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "rules/propagation.h"
+
+namespace dtensor {
+
+struct DispatchModes {
+  PropagationOptions propagation;
+  bool implicit_replication = false;
+};
+
+// Replaces the op's arguments on `stack` by its (wrapped) results.
+// `mode_bits` identifies `modes` in the propagation cache key.
+void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                     const DispatchModes& modes, uint64_t mode_bits);
+
+// Runs `op` on the DTensor arguments on `stack` with a given layout decision
+// (the second half of run_on_dtensors; the rule verifier's entry point).
+// `call` is needed when the propagation has a custom local kernel.
+void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                          const Propagation& propagation, const OpCall* call);
+
+}  // namespace dtensor

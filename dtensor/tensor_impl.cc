@@ -1,0 +1,106 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/tensor_impl.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+
+namespace dtensor {
+DTensorImpl::DTensorImpl(at::Tensor local, DTensorSpecPtr spec)
+    // TensorImpl adds the key's autograd counterpart (outside inference mode).
+    : c10::TensorImpl(c10::DispatchKeySet(kDTensorDispatchKey), local.dtype(), local.device()),
+      local_(std::move(local)),
+      spec_(std::move(spec)) {
+  DTENSOR_CHECK(spec_ != nullptr, "DTensor: expected a spec, found null");
+  DTENSOR_CHECK(local_.scalar_type() == spec_->dtype(), "DTensor: local tensor dtype: expected ",
+                spec_->dtype(), ", found ", local_.scalar_type());
+  DTENSOR_CHECK(local_.sizes() == c10::IntArrayRef(spec_->local_layout().local_shape),
+                "DTensor: local tensor shape: expected [",
+                absl::StrJoin(spec_->local_layout().local_shape, ", "), "] for ",
+                spec_->to_string(), ", found ", local_.sizes());
+  DTENSOR_CHECK(!local_.requires_grad(),
+                "DTensor: expected a local tensor without autograd history (use from_local to "
+                "differentiate through the wrap)");
+  set_storage_access_should_throw();
+  refresh_metadata();
+}
+
+void DTensorImpl::refresh_metadata() {
+  const std::vector<int64_t>& shape = spec_->shape();
+  if (local_.dim() == static_cast<int64_t>(shape.size())) {
+    set_sizes_and_strides(shape, global_strides_like(local_, shape));
+  } else {
+    // Ragged merging leading dims: the shard's dims are not the global dims.
+    set_sizes_and_strides(shape, spec_->stride());
+  }
+}
+
+template <typename Version>
+c10::intrusive_ptr<c10::TensorImpl> DTensorImpl::detached_copy(
+    Version&& version_counter, bool allow_tensor_metadata_change) const {
+  auto copy = c10::make_intrusive<DTensorImpl>(local_, spec_);
+  c10::TensorImpl::copy_tensor_metadata(this, copy.get(),
+                                        std::forward<Version>(version_counter),
+                                        allow_tensor_metadata_change);
+  return copy;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> DTensorImpl::shallow_copy_and_detach(
+    const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
+  return detached_copy(version_counter, allow_tensor_metadata_change);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> DTensorImpl::shallow_copy_and_detach(
+    c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
+  return detached_copy(std::move(version_counter), allow_tensor_metadata_change);
+}
+
+void DTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  auto* other = dynamic_cast<DTensorImpl*>(impl.get());
+  DTENSOR_CHECK(other != nullptr,
+                "DTensor: can only take the data of another DTensor, found a plain tensor");
+  c10::TensorImpl::copy_tensor_metadata(other, this, version_counter(),
+                                        allow_tensor_metadata_change());
+  local_ = other->local_;
+  spec_ = other->spec_;
+}
+
+bool is_dtensor(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.key_set().has(kDTensorDispatchKey) &&
+         dynamic_cast<DTensorImpl*>(tensor.unsafeGetTensorImpl()) != nullptr;
+}
+
+DTensorImpl* dtensor_impl(const at::Tensor& tensor) {
+  DTENSOR_CHECK(tensor.defined(), "expected a DTensor, found an undefined tensor");
+  auto* impl = dynamic_cast<DTensorImpl*>(tensor.unsafeGetTensorImpl());
+  DTENSOR_CHECK(impl != nullptr, "expected a DTensor, found a plain tensor of shape ",
+                tensor.sizes(), " on ", tensor.device());
+  return impl;
+}
+
+at::Tensor make_dtensor_tensor(at::Tensor local, DTensorSpecPtr spec) {
+  return at::Tensor(c10::make_intrusive<DTensorImpl>(std::move(local), std::move(spec)));
+}
+
+std::vector<int64_t> global_strides_like(const at::Tensor& local,
+                                         const std::vector<int64_t>& global_shape) {
+  const int64_t ndim = static_cast<int64_t>(global_shape.size());
+  std::vector<int64_t> order(ndim);
+  std::iota(order.begin(), order.end(), 0);
+  // Innermost last: larger local stride first, ties keep dim order.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return local.stride(a) > local.stride(b); });
+  std::vector<int64_t> strides(ndim, 0);
+  int64_t running = 1;
+  for (int64_t i = ndim - 1; i >= 0; --i) {
+    const int64_t d = order[i];
+    const bool expanded = local.stride(d) == 0 && local.size(d) > 1;
+    strides[d] = expanded ? 0 : running;
+    if (!expanded) running *= std::max<int64_t>(global_shape[d], 1);
+  }
+  return strides;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,71 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/tensor_impl.h: the TensorImpl that makes a DTensor an at::Tensor.
+//
+// A `DTensorImpl` holds the calling rank's local shard and the spec, and
+// reports the *global* sizes, strides, dtype and the local shard's device. It
+// carries a private dispatch key (`kDTensorDispatchKey`) plus the matching
+// autograd key, so ATen calls on it reach dtensor's boxed kernel
+// (dtensor/dispatch/) below libtorch's autograd, which therefore
+// differentiates through DTensors unchanged. It has no storage of its own:
+// asking for its data pointer throws.
+//
+// Users rarely touch it directly; `dtensor::DTensor` (dtensor/dtensor.h) is
+// the handle they use, and `is_dtensor(t)` tells a wrapped tensor apart.
+#pragma once
+
+#include <c10/core/TensorImpl.h>
+
+#include <ATen/core/Tensor.h>
+
+#include "dtensor/spec.h"
+
+namespace dtensor {
+
+// The backend key DTensors carry. Its autograd counterpart is added by
+// TensorImpl itself.
+constexpr c10::DispatchKey kDTensorDispatchKey = c10::DispatchKey::PrivateUse3;
+
+class DTensorImpl final : public c10::TensorImpl {
+ public:
+  // `local` may be non-contiguous (views); its sizes must be the spec's local
+  // shape. Throws dtensor::Error otherwise.
+  DTensorImpl(at::Tensor local, DTensorSpecPtr spec);
+
+  const at::Tensor& local() const { return local_; }
+  const DTensorSpecPtr& spec() const { return spec_; }
+
+  // Autograd detaches gradients through these; they keep the local shard.
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      const c10::VariableVersion& version_counter,
+      bool allow_tensor_metadata_change) const override;
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
+  void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
+
+ private:
+  const char* tensorimpl_type_name() const override { return "dtensor::DTensorImpl"; }
+  template <typename Version>
+  c10::intrusive_ptr<c10::TensorImpl> detached_copy(Version&& version_counter,
+                                                    bool allow_tensor_metadata_change) const;
+  void refresh_metadata();
+
+  at::Tensor local_;
+  DTensorSpecPtr spec_;
+};
+
+// Whether `tensor` is a DTensor (its impl is a DTensorImpl).
+bool is_dtensor(const at::Tensor& tensor);
+// The DTensorImpl of `tensor`; throws dtensor::Error when it is not a DTensor.
+DTensorImpl* dtensor_impl(const at::Tensor& tensor);
+// Wraps `local` and `spec` into a new DTensor at::Tensor (no autograd history).
+at::Tensor make_dtensor_tensor(at::Tensor local, DTensorSpecPtr spec);
+
+// Global strides for a DTensor whose shard is `local`: the row-major strides
+// of the global shape, taken in the order of the local strides, so a
+// transposed shard gives a transposed (non-contiguous) DTensor and an
+// expanded dim keeps stride 0.
+std::vector<int64_t> global_strides_like(const at::Tensor& local,
+                                         const std::vector<int64_t>& global_shape);
+
+}  // namespace dtensor

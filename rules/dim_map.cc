@@ -1,0 +1,171 @@
+// Copyright 2026 The dtensor Authors.
+#include "rules/dim_map.h"
+
+#include <numeric>
+
+#include "absl/strings/str_join.h"
+#include "dtensor/base/check.h"
+#include "placements/replicate.h"
+#include "placements/shard.h"
+#include "placements/strided_shard.h"
+#include "rules/propagation.h"
+#include "rules/roles.h"
+
+namespace dtensor {
+namespace {
+
+// A row moving input 0's placement on mesh dim m through `map`; the other
+// inputs (if any) stay Replicate.
+std::optional<ShardingRow> mapped_row(const OpCall& call, int64_t m, const DimMap& map) {
+  const PlacementPtr& p = call.placement(0, m);
+  ShardingRow row;
+  row.inputs.assign(call.num_inputs(), Replicate::make());
+  row.inputs[0] = p;
+  PlacementPtr out;
+  if (p->is_partial()) {
+    out = p;
+  } else {
+    const auto dim = split_dim_of(*p);
+    if (!dim || map[*dim] == kConsumed) return std::nullopt;
+    bool leading_kept = true;
+    for (int64_t d = 0; d < p->merged_leading_dims(); ++d) leading_kept &= map[d] == d;
+    out = move_for_role(*p, RuleRole::kPassThrough, map[*dim], leading_kept);
+    if (out == nullptr) return std::nullopt;
+  }
+  row.outputs.assign(call.schema().returns().size(), out);
+  return row;
+}
+
+int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  return std::accumulate(v.begin() + begin, v.begin() + end, int64_t{1}, std::multiplies<>());
+}
+
+// Mesh-dim sizes that split input dim `dim` of input 0, multiplied: a view
+// may only move a split that divides the dim evenly at every nesting level.
+int64_t split_ways(const OpCall& call, int64_t dim) {
+  int64_t ways = 1;
+  for (int64_t m = 0; m < call.mesh().ndim(); ++m) {
+    const auto d = split_dim_of(*call.placement(0, m));
+    if (d && *d == dim) ways *= call.mesh().size(m);
+  }
+  return ways;
+}
+
+// Where the reshape sends a split of input dim `dim`.
+PlacementPtr reshaped_split(const OpCall& call, const Placement& p, int64_t dim,
+                            const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  // Walk groups of dims with equal products.
+  size_t i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    const size_t i0 = i, o0 = o;
+    int64_t pi = i < in.size() ? in[i++] : 1, po = o < out.size() ? out[o++] : 1;
+    while (pi != po) {
+      if (pi < po && i < in.size()) {
+        pi *= in[i++];
+      } else if (o < out.size()) {
+        po *= out[o++];
+      } else {
+        break;
+      }
+    }
+    if (static_cast<size_t>(dim) < i0 || static_cast<size_t>(dim) >= i) continue;
+    const int64_t ways = split_ways(call, dim);
+    if (i - i0 == 1 && o - o0 == 1) return p.moved_to_dim(o0);  // kept as is
+    if (!p.fills_role(RuleRole::kEvenBlocks) || in[dim] % ways != 0) return nullptr;
+    if (o - o0 == 1) {
+      // Merged: blocks of a leading dim stay blocks; of a later dim, strided.
+      const int64_t before = product(in, i0, dim);
+      if (before == 1) return Shard::make(o0);
+      return StridedShard::make(o0, before);
+    }
+    // Split into several: the first new dim carries the blocks.
+    if (static_cast<size_t>(dim) == i0 && i - i0 == 1 && out[o0] % ways == 0) {
+      return Shard::make(o0);
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+std::vector<int64_t> target_shape(const OpCall& call) {
+  return infer_view_shape(call.argument(1).toIntVector(), call.input(0).spec->numel());
+}
+
+}  // namespace
+
+std::vector<int64_t> infer_view_shape(std::vector<int64_t> sizes, int64_t numel) {
+  int64_t known = 1, infer = -1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == -1) {
+      DTENSOR_CHECK(infer < 0, "view: only one dim may be -1, found [", absl::StrJoin(sizes, ", "),
+                    "]");
+      infer = static_cast<int64_t>(d);
+    } else {
+      known *= sizes[d];
+    }
+  }
+  if (infer >= 0 && known != 0) sizes[infer] = numel / known;
+  DTENSOR_CHECK(product(sizes, 0, sizes.size()) == numel, "view: shape [",
+                absl::StrJoin(sizes, ", "), "] is invalid for a tensor of ", numel, " elements");
+  return sizes;
+}
+
+OpRule dim_map_rule(std::function<DimMap(const OpCall&)> map,
+                    std::optional<size_t> size_argument) {
+  OpRule rule;
+  rule.strategy = [map = std::move(map), size_argument](const OpCall& call, int64_t m) {
+    std::vector<ShardingRow> rows;
+    if (auto row = mapped_row(call, m, map(call))) rows.push_back(std::move(*row));
+    // A custom kernel runs only its own rows, so it lists the replicated one.
+    if (size_argument) rows.push_back(replicate_row(call));
+    return rows;
+  };
+  if (size_argument) {
+    rule.local_kernel = [index = *size_argument](const c10::OperatorHandle& op,
+                                                 torch::jit::Stack& stack,
+                                                 const LocalContext& context) {
+      const at::ScalarType dtype = stack[0].toTensor().scalar_type();
+      stack[index] = c10::IValue(local_output_shape(context, 0, dtype));
+      op.callBoxed(stack);
+    };
+  }
+  return rule;
+}
+
+OpRule reshape_rule() {
+  OpRule rule;
+  rule.strategy = [](const OpCall& call, int64_t m) {
+    std::vector<ShardingRow> rows;
+    const PlacementPtr& p = call.placement(0, m);
+    PlacementPtr out;
+    if (p->is_partial()) {
+      out = p;
+    } else if (const auto dim = split_dim_of(*p); dim && p->merged_leading_dims() <= 1) {
+      out = reshaped_split(call, *p, *dim, call.input(0).spec->shape(), target_shape(call));
+    }
+    if (out != nullptr) {
+      ShardingRow row;
+      row.inputs.assign(call.num_inputs(), Replicate::make());
+      row.inputs[0] = p;
+      row.outputs = {out};
+      rows.push_back(std::move(row));
+    }
+    rows.push_back(replicate_row(call));
+    return rows;
+  };
+  // The shard takes its own output shape; a shard whose strides do not allow
+  // a view is copied, as reshape would do.
+  rule.local_kernel = [](const c10::OperatorHandle&, torch::jit::Stack& stack,
+                         const LocalContext& context) {
+    const at::Tensor local = stack[0].toTensor();
+    const auto& shape = local_output_shape(context, 0, local.scalar_type());
+    torch::jit::drop(stack, stack.size());
+    stack.push_back(local.reshape(shape));
+  };
+  rule.output_shapes = [](const OpCall& call) {
+    return std::vector<std::vector<int64_t>>{target_shape(call)};
+  };
+  return rule;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,129 @@
+// Copyright 2026 The dtensor Authors.
+//
+// rules/families/view_ops.cc: views, selections and reshapes
+// (rules/dim_map.h). flatten, unflatten, reshape and chunk decompose into
+// these in libtorch.
+#include <numeric>
+
+#include "placements/shard.h"
+#include "rules/dim_map.h"
+#include "rules/registration.h"
+
+namespace dtensor {
+namespace {
+
+int64_t input_ndim(const OpCall& call) { return call.input(0).spec->ndim(); }
+
+int64_t dim_argument(const OpCall& call, size_t index, int64_t ndim) {
+  return normalize_tensor_dim(call.argument(index).toInt(), ndim, call.op_name());
+}
+
+DimMap identity(int64_t ndim) {
+  DimMap map(ndim);
+  std::iota(map.begin(), map.end(), 0);
+  return map;
+}
+
+// Removes dim `dim`: it is consumed and later dims shift down.
+DimMap without_dim(int64_t ndim, int64_t dim) {
+  DimMap map(ndim);
+  for (int64_t d = 0; d < ndim; ++d) map[d] = d < dim ? d : (d == dim ? kConsumed : d - 1);
+  return map;
+}
+
+// Keeps every dim but `dim`, which is cut (it must be Replicate).
+DimMap cutting_dim(int64_t ndim, int64_t dim) {
+  DimMap map = identity(ndim);
+  map[dim] = kConsumed;
+  return map;
+}
+
+DimMap transpose_map(const OpCall& call) {
+  const int64_t ndim = input_ndim(call);
+  DimMap map = identity(ndim);
+  if (ndim < 2) return map;
+  const bool is_t = call.schema().arguments().size() == 1;
+  const int64_t a = is_t ? 0 : dim_argument(call, 1, ndim);
+  const int64_t b = is_t ? 1 : dim_argument(call, 2, ndim);
+  std::swap(map[a], map[b]);
+  return map;
+}
+
+DimMap permute_map(const OpCall& call) {
+  const int64_t ndim = input_ndim(call);
+  const std::vector<int64_t> dims = call.argument(1).toIntVector();
+  DimMap map(ndim, kConsumed);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    map[normalize_tensor_dim(dims[i], ndim, "permute")] = static_cast<int64_t>(i);
+  }
+  return map;
+}
+
+DimMap unsqueeze_map(const OpCall& call) {
+  const int64_t ndim = input_ndim(call);
+  const int64_t dim = normalize_tensor_dim(call.argument(1).toInt(), ndim + 1, "unsqueeze");
+  DimMap map(ndim);
+  for (int64_t d = 0; d < ndim; ++d) map[d] = d < dim ? d : d + 1;
+  return map;
+}
+
+DimMap squeeze_map(const OpCall& call) {
+  const std::vector<int64_t>& shape = call.input(0).spec->shape();
+  const int64_t ndim = input_ndim(call);
+  const bool one_dim = call.schema().arguments().size() > 1;
+  const int64_t only = one_dim && ndim > 0 ? dim_argument(call, 1, ndim) : -1;
+  DimMap map(ndim);
+  int64_t next = 0;
+  for (int64_t d = 0; d < ndim; ++d) {
+    const bool squeezed = shape[d] == 1 && (!one_dim || d == only);
+    map[d] = squeezed ? kConsumed : next++;
+  }
+  return map;
+}
+
+DimMap expand_map(const OpCall& call) {
+  const std::vector<int64_t>& shape = call.input(0).spec->shape();
+  const std::vector<int64_t> sizes = call.argument(1).toIntVector();
+  const int64_t ndim = input_ndim(call);
+  const int64_t lead = static_cast<int64_t>(sizes.size()) - ndim;
+  DimMap map(ndim);
+  for (int64_t d = 0; d < ndim; ++d) {
+    const int64_t target = sizes[lead + d];
+    map[d] = (shape[d] == 1 && target != 1 && target != -1) ? kConsumed : lead + d;
+  }
+  return map;
+}
+
+DimMap slice_map(const OpCall& call) {
+  const int64_t ndim = input_ndim(call);
+  const int64_t dim = dim_argument(call, 1, ndim);
+  const int64_t size = call.input(0).spec->shape()[dim];
+  const c10::IValue& start = call.argument(2);
+  const c10::IValue& end = call.argument(3);
+  const bool whole = (start.isNone() || start.toInt() == 0) &&
+                     (end.isNone() || end.toInt() >= size) && call.argument(4).toInt() == 1;
+  return whole ? identity(ndim) : cutting_dim(ndim, dim);
+}
+
+}  // namespace
+
+DTENSOR_REGISTER_RULES(view) {
+  add_to_existing(registry, {"aten::view", "aten::_unsafe_view", "aten::_reshape_alias"},
+                  reshape_rule());
+  add_to_existing(registry, {"aten::t", "aten::transpose.int"}, dim_map_rule(transpose_map));
+  add_to_existing(registry, {"aten::permute"}, dim_map_rule(permute_map));
+  add_to_existing(registry, {"aten::unsqueeze"}, dim_map_rule(unsqueeze_map));
+  add_to_existing(registry, {"aten::squeeze", "aten::squeeze.dim"}, dim_map_rule(squeeze_map));
+  add_to_existing(registry, {"aten::expand"}, dim_map_rule(expand_map, /*size_argument=*/1));
+  add_to_existing(registry, {"aten::slice.Tensor"}, dim_map_rule(slice_map));
+  add_to_existing(registry, {"aten::select.int", "aten::unbind.int"},
+                  dim_map_rule([](const OpCall& call) {
+                    return without_dim(input_ndim(call), dim_argument(call, 1, input_ndim(call)));
+                  }));
+  add_to_existing(registry, {"aten::split.Tensor", "aten::split_with_sizes"},
+                  dim_map_rule([](const OpCall& call) {
+                    return cutting_dim(input_ndim(call), dim_argument(call, 2, input_ndim(call)));
+                  }));
+}
+
+}  // namespace dtensor

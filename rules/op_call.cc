@@ -1,0 +1,43 @@
+// Copyright 2026 The dtensor Authors.
+#include "rules/op_call.h"
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/check.h"
+#include "rules/registry.h"
+
+namespace dtensor {
+
+OpCall::OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+               std::vector<TensorInput> inputs, DeviceMesh mesh)
+    : op_(op), arguments_(arguments), inputs_(std::move(inputs)), mesh_(std::move(mesh)) {}
+
+std::string OpCall::op_name() const { return full_op_name(op_.operator_name()); }
+
+const c10::IValue& OpCall::argument(const std::string& name) const {
+  const auto index = schema().argumentIndexWithName(name);
+  DTENSOR_CHECK(index.has_value(), op_name(), ": expected an argument named '", name,
+                "', found none in ", schema());
+  return arguments_[*index];
+}
+
+const TensorInput* OpCall::input_of_argument(size_t argument) const {
+  for (const TensorInput& input : inputs_) {
+    if (input.argument == argument) return &input;
+  }
+  return nullptr;
+}
+
+std::string OpCall::describe_inputs() const {
+  std::string out;
+  for (const TensorInput& input : inputs_) {
+    absl::StrAppend(&out, out.empty() ? "" : "; ", input.is_dtensor ? "" : "plain ", "[",
+                    placements_to_string(input.spec->placements()), "] shape [");
+    for (size_t d = 0; d < input.spec->shape().size(); ++d) {
+      absl::StrAppend(&out, d ? ", " : "", input.spec->shape()[d]);
+    }
+    absl::StrAppend(&out, "]");
+  }
+  return out;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,398 @@
+// Copyright 2026 The dtensor Authors.
+#include "rules/propagation.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "dtensor/base/check.h"
+#include "placements/layout.h"
+#include "placements/replicate.h"
+#include "rules/cost.h"
+#include "rules/registry.h"
+
+namespace dtensor {
+namespace {
+
+// A row of one mesh dim, tagged with the rule it came from.
+struct CandidateRow {
+  ShardingRow row;
+  const OpRule* rule = nullptr;
+  double cost = 0;
+};
+
+int64_t global_bytes(const DTensorSpec& spec) {
+  return spec.numel() * static_cast<int64_t>(c10::elementSize(spec.dtype()));
+}
+
+std::vector<ReturnLayout> return_layouts(const OpCall& call, size_t num_outputs,
+                                         const std::vector<size_t>& list_sizes) {
+  const auto& returns = call.schema().returns();
+  const auto& arguments = call.schema().arguments();
+  std::vector<ReturnLayout> out(returns.size());
+  size_t next = 0, next_list = 0;
+  for (size_t j = 0; j < returns.size(); ++j) {
+    const c10::TypePtr& type = returns[j].type();
+    ReturnLayout& layout = out[j];
+    layout.first_output = next;
+    if (type->kind() == c10::TypeKind::TensorType) {
+      layout.kind = ReturnLayout::Kind::kTensor;
+      layout.count = 1;
+    } else if (type->isSubtypeOf(*c10::ListType::ofTensors())) {
+      layout.kind = ReturnLayout::Kind::kTensorList;
+      layout.count = list_sizes.at(next_list++);
+    }
+    next += layout.count;
+    const c10::AliasInfo* alias = returns[j].alias_info();
+    if (alias == nullptr || !alias->isWrite()) continue;
+    for (size_t a = 0; a < arguments.size(); ++a) {
+      const c10::AliasInfo* arg_alias = arguments[a].alias_info();
+      if (arg_alias != nullptr && arg_alias->isWrite() &&
+          arg_alias->beforeSets() == alias->beforeSets()) {
+        layout.writes_argument = static_cast<int64_t>(a);
+      }
+    }
+  }
+  DTENSOR_CHECK(next == num_outputs, call.op_name(), ": expected ", next,
+                " output tensors from the schema, found ", num_outputs, " shapes");
+  return out;
+}
+
+// Shapes and list lengths of the tensors in `outputs` (the returns of a meta run).
+void collect_tensors(const c10::IValue& value, std::vector<std::vector<int64_t>>& shapes,
+                     std::vector<size_t>& list_sizes) {
+  if (value.isTensor()) {
+    shapes.push_back(value.toTensor().sizes().vec());
+  } else if (value.isTensorList()) {
+    const auto list = value.toTensorList();
+    list_sizes.push_back(list.size());
+    for (const at::Tensor& t : list) shapes.push_back(t.sizes().vec());
+  }
+}
+
+c10::IValue to_meta(const c10::IValue& value, const OpCall& call, size_t argument) {
+  auto meta_of = [&](int64_t list_index) -> at::Tensor {
+    for (const TensorInput& input : call.inputs()) {
+      if (input.argument == argument && input.list_index == list_index) {
+        return at::empty(input.spec->shape(),
+                         at::TensorOptions().dtype(input.spec->dtype()).device(at::kMeta));
+      }
+    }
+    return at::Tensor();
+  };
+  if (value.isTensor()) return meta_of(-1);
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (size_t i = 0; i < value.toTensorList().size(); ++i) list.push_back(meta_of(i));
+    return list;
+  }
+  if (value.isList() && value.toListRef().size() > 0 && value.toListRef()[0].isTensor()) {
+    c10::List<c10::optional<at::Tensor>> list;
+    const auto elements = value.toListRef();
+    for (size_t i = 0; i < elements.size(); ++i) {
+      list.push_back(elements[i].isTensor() ? c10::optional<at::Tensor>(meta_of(i))
+                                            : c10::nullopt);
+    }
+    return list;
+  }
+  return value;
+}
+
+std::pair<std::vector<std::vector<int64_t>>, std::vector<size_t>> run_on_meta(const OpCall& call) {
+  torch::jit::Stack stack;
+  for (size_t a = 0; a < call.arguments().size(); ++a) {
+    stack.push_back(to_meta(call.argument(a), call, a));
+  }
+  try {
+    call.op().callBoxed(stack);
+  } catch (const c10::Error& error) {
+    DTENSOR_CHECK(false, call.op_name(), ": cannot infer the output shapes: running it on meta ",
+                  "tensors failed (", error.what_without_backtrace(),
+                  ") and its rule gives no output_shapes");
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<size_t> list_sizes;
+  for (const c10::IValue& value : stack) collect_tensors(value, shapes, list_sizes);
+  return {shapes, list_sizes};
+}
+
+struct Choice {
+  std::vector<const CandidateRow*> rows;  // one per mesh dim
+};
+
+class Engine {
+ public:
+  Engine(const OpCall& call, const PropagationOptions& options) : call_(call), options_(options) {}
+
+  // Only the given rows, one per mesh dim.
+  std::unique_ptr<Propagation> run_rows(const std::vector<ShardingRow>& rows, const OpRule* rule) {
+    DTENSOR_CHECK(static_cast<int64_t>(rows.size()) == call_.mesh().ndim(), call_.op_name(),
+                  ": expected one row per mesh dim (", call_.mesh().ndim(), "), found ",
+                  rows.size());
+    infer_outputs_with(rule != nullptr ? rule->output_shapes : OutputShapesFn());
+    rows_.resize(rows.size());
+    Choice choice;
+    for (size_t m = 0; m < rows.size(); ++m) {
+      add_row(m, rows[m], rule);
+      DTENSOR_CHECK(!rows_[m].empty(), call_.op_name(), ": row ", m,
+                    " would change the layout of a tensor written in place");
+      choice.rows.push_back(&rows_[m].back());
+    }
+    std::string error;
+    auto result = try_choice(choice, error);
+    DTENSOR_CHECK(result != nullptr, call_.op_name(), ": the rows do not fit: ", error);
+    return result;
+  }
+
+  std::unique_ptr<Propagation> run() {
+    rules_ = RuleRegistry::global().find(call_.op().operator_name());
+    DTENSOR_CHECK(rules_ != nullptr || options_.replicate_fallback, "no sharding rule for ",
+                  call_.op_name(), " with inputs ", call_.describe_inputs(),
+                  "; register one with dtensor::RuleRegistry::global().add(\"", call_.op_name(),
+                  "\", rule), or opt into dtensor::ScopedReplicateFallback");
+    infer_outputs();
+    collect_rows();
+    return choose();
+  }
+
+ private:
+  void infer_outputs() {
+    OutputShapesFn from_rule;
+    if (rules_ != nullptr) {
+      for (const OpRule& rule : *rules_) {
+        if (rule.output_shapes) from_rule = rule.output_shapes;
+      }
+    }
+    infer_outputs_with(from_rule);
+  }
+
+  void infer_outputs_with(const OutputShapesFn& from_rule) {
+    std::vector<size_t> list_sizes;
+    if (from_rule) {
+      shapes_ = from_rule(call_);
+      for (const auto& ret : call_.schema().returns()) {
+        if (ret.type()->isSubtypeOf(*c10::ListType::ofTensors())) {
+          list_sizes.push_back(shapes_.size());
+        }
+      }
+    } else {
+      std::tie(shapes_, list_sizes) = run_on_meta(call_);
+    }
+    returns_ = return_layouts(call_, shapes_.size(), list_sizes);
+  }
+
+  void collect_rows() {
+    const int64_t ndim = call_.mesh().ndim();
+    rows_.resize(ndim);
+    bool any_local_kernel = false;
+    if (rules_ != nullptr) {
+      for (const OpRule& rule : *rules_) any_local_kernel |= static_cast<bool>(rule.local_kernel);
+    }
+    for (int64_t m = 0; m < ndim; ++m) {
+      if (rules_ != nullptr) {
+        for (const OpRule& rule : *rules_) {
+          for (ShardingRow& row : rule.strategy(call_, m)) add_row(m, std::move(row), &rule);
+        }
+      }
+      // Running on whole inputs is always right for the op's own kernel.
+      if (!any_local_kernel) {
+        add_row(m, replicate_row(call_), nullptr);
+      }
+      std::stable_sort(rows_[m].begin(), rows_[m].end(),
+                       [](const CandidateRow& a, const CandidateRow& b) { return a.cost < b.cost; });
+    }
+  }
+
+  void add_row(int64_t m, ShardingRow row, const OpRule* rule) {
+    DTENSOR_CHECK(row.inputs.size() == call_.num_inputs() &&
+                      row.outputs.size() == call_.schema().returns().size(),
+                  call_.op_name(), ": a strategy row must give ", call_.num_inputs(),
+                  " input and ", call_.schema().returns().size(), " output placements, found ",
+                  row.inputs.size(), " and ", row.outputs.size());
+    if (!keeps_written_arguments(m, row)) return;
+    CandidateRow candidate{std::move(row), rule, 0};
+    for (size_t i = 0; i < call_.num_inputs(); ++i) {
+      const DTensorSpec& spec = *call_.input(i).spec;
+      if (candidate.row.inputs[i] == nullptr) {
+        candidate.row.inputs[i] = spec.placements()[m];  // the rule ignores this input
+        continue;
+      }
+      candidate.cost += placement_change_cost(*spec.placements()[m], *candidate.row.inputs[i],
+                                              global_bytes(spec), call_.mesh().size(m));
+    }
+    rows_[m].push_back(std::move(candidate));
+  }
+
+  // In-place and out= ops write into existing DTensors: their layouts stay,
+  // and so does the layout of a return that aliases one.
+  bool keeps_written_arguments(int64_t m, const ShardingRow& row) const {
+    const auto& arguments = call_.schema().arguments();
+    for (size_t i = 0; i < call_.num_inputs(); ++i) {
+      const TensorInput& input = call_.input(i);
+      const c10::AliasInfo* alias = arguments[input.argument].alias_info();
+      if (alias == nullptr || !alias->isWrite()) continue;
+      const PlacementPtr& current = input.spec->placements()[m];
+      if (row.inputs[i] != nullptr && *row.inputs[i] != *current) return false;
+    }
+    for (size_t j = 0; j < returns_.size(); ++j) {
+      const int64_t written = returns_[j].writes_argument;
+      const TensorInput* input = written < 0 ? nullptr : call_.input_of_argument(written);
+      if (input == nullptr) continue;
+      const PlacementPtr& current = input->spec->placements()[m];
+      if (row.outputs[j] == nullptr || *row.outputs[j] != *current) return false;
+    }
+    return true;
+  }
+
+  std::unique_ptr<Propagation> choose() {
+    const int64_t ndim = call_.mesh().ndim();
+    for (int64_t m = 0; m < ndim; ++m) {
+      DTENSOR_CHECK(!rows_[m].empty(), call_.op_name(), ": no strategy keeps the layout of the ",
+                    "tensor written in place (inputs ", call_.describe_inputs(), ")");
+    }
+    // Costs add up over mesh dims, so the cheapest row per dim is the cheapest
+    // combination; the rest are tried, cheapest first, only if it does not fit.
+    std::vector<Choice> choices = ranked_choices();
+    std::string last_error;
+    for (const Choice& choice : choices) {
+      if (auto result = try_choice(choice, last_error)) return result;
+    }
+    DTENSOR_CHECK(false, call_.op_name(), ": no strategy fits inputs ", call_.describe_inputs(),
+                  last_error.empty() ? "" : " (last: ", last_error, last_error.empty() ? "" : ")");
+    return nullptr;
+  }
+
+  std::vector<Choice> ranked_choices() const {
+    const int64_t ndim = call_.mesh().ndim();
+    std::vector<Choice> all(1);
+    for (int64_t m = 0; m < ndim; ++m) {
+      std::vector<Choice> next;
+      for (const Choice& prefix : all) {
+        for (const CandidateRow& row : rows_[m]) {
+          Choice choice = prefix;
+          choice.rows.push_back(&row);
+          next.push_back(std::move(choice));
+        }
+        if (next.size() > kMaxChoices) break;
+      }
+      all = std::move(next);
+    }
+    std::stable_sort(all.begin(), all.end(), [](const Choice& a, const Choice& b) {
+      return total_cost(a) < total_cost(b);
+    });
+    return all;
+  }
+
+  static double total_cost(const Choice& choice) {
+    double cost = 0;
+    for (const CandidateRow* row : choice.rows) cost += row->cost;
+    return cost;
+  }
+
+  std::unique_ptr<Propagation> try_choice(const Choice& choice, std::string& error) const {
+    const OpRule* kernel_rule = nullptr;
+    for (const CandidateRow* row : choice.rows) {
+      if (row->rule != nullptr && row->rule->local_kernel) kernel_rule = row->rule;
+    }
+    for (const CandidateRow* row : choice.rows) {
+      // A custom local kernel computes its own rows only.
+      if (kernel_rule != nullptr && row->rule != kernel_rule) return nullptr;
+    }
+    auto result = std::make_unique<Propagation>();
+    try {
+      for (size_t i = 0; i < call_.num_inputs(); ++i) {
+        std::vector<PlacementPtr> placements;
+        for (const CandidateRow* row : choice.rows) placements.push_back(row->row.inputs[i]);
+        const DTensorSpecPtr& current = call_.input(i).spec;
+        if (same_placements(placements, current->placements())) {
+          result->input_targets.push_back(current);
+          continue;
+        }
+        DTENSOR_CHECK(call_.input(i).is_dtensor, "input ", i,
+                      " is a plain tensor and cannot be redistributed");
+        result->input_targets.push_back(
+            std::make_shared<const DTensorSpec>(current->with_placements(placements)));
+        result->redistributes = true;
+      }
+      for (const ReturnLayout& ret : returns_) {
+        for (size_t k = 0; k < ret.count; ++k) {
+          const size_t j = &ret - returns_.data();
+          std::vector<PlacementPtr> placements;
+          for (const CandidateRow* row : choice.rows) placements.push_back(row->row.outputs[j]);
+          const auto& shape = shapes_[ret.first_output + k];
+          result->output_placements.push_back(
+              normalize_placements(placements, static_cast<int64_t>(shape.size()),
+                                   call_.mesh().shape()));
+        }
+      }
+    } catch (const Error& e) {
+      error = e.what();
+      return nullptr;
+    }
+    check_strict(*result);
+    result->output_shapes = shapes_;
+    result->returns = returns_;
+    if (kernel_rule != nullptr) result->local_kernel = kernel_rule->local_kernel;
+    return result;
+  }
+
+  void check_strict(const Propagation& result) const {
+    if (!options_.strict || !result.redistributes) return;
+    for (size_t i = 0; i < call_.num_inputs(); ++i) {
+      const DTensorSpec& from = *call_.input(i).spec;
+      const DTensorSpec& to = *result.input_targets[i];
+      DTENSOR_CHECK(same_placements(from.placements(), to.placements()), "strict mode: ",
+                    call_.op_name(), " would redistribute input ", i, " from [",
+                    placements_to_string(from.placements()), "] to [",
+                    placements_to_string(to.placements()), "]");
+    }
+  }
+
+  static constexpr size_t kMaxChoices = 4096;
+
+  const OpCall& call_;
+  const PropagationOptions& options_;
+  std::shared_ptr<const std::vector<OpRule>> rules_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<ReturnLayout> returns_;
+  std::vector<std::vector<CandidateRow>> rows_;
+};
+
+}  // namespace
+
+const DTensorSpecPtr& Propagation::output_spec(size_t k, c10::ScalarType dtype,
+                                               const DeviceMesh& mesh) const {
+  if (output_specs.size() != output_shapes.size()) output_specs.resize(output_shapes.size());
+  DTensorSpecPtr& spec = output_specs[k];
+  if (spec == nullptr || spec->dtype() != dtype) {
+    spec = std::make_shared<const DTensorSpec>(mesh, output_placements[k], output_shapes[k], dtype);
+  }
+  return spec;
+}
+
+const std::vector<int64_t>& local_output_shape(const LocalContext& context, size_t k,
+                                               c10::ScalarType dtype) {
+  return context.propagation.output_spec(k, dtype, context.mesh)->local_layout().local_shape;
+}
+
+std::unique_ptr<Propagation> propagate(const OpCall& call, const PropagationOptions& options) {
+  return Engine(call, options).run();
+}
+
+std::unique_ptr<Propagation> propagation_for_rows(const OpCall& call,
+                                                  const std::vector<ShardingRow>& rows,
+                                                  const OpRule* rule) {
+  const PropagationOptions options;
+  return Engine(call, options).run_rows(rows, rule);
+}
+
+ShardingRow replicate_row(const OpCall& call) {
+  ShardingRow row;
+  row.inputs.assign(call.num_inputs(), Replicate::make());
+  row.outputs.assign(call.schema().returns().size(), Replicate::make());
+  return row;
+}
+
+}  // namespace dtensor

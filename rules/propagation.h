@@ -1,0 +1,77 @@
+// Copyright 2026 The dtensor Authors.
+//
+// rules/propagation.h: the engine that turns an operator call on DTensors
+// into a layout decision.
+//
+// `propagate` gathers the single-mesh-dim rows of every rule registered for
+// the op, expands them to the whole mesh (one row per mesh dim), drops
+// combinations that do not fit the real shapes (invalid specs, in-place
+// outputs that would change layout), and picks the cheapest by the cost of
+// moving the inputs (a combination that moves nothing wins outright). The
+// result says where each input must be before the local op, and the global
+// shape and placements of each output.
+//
+// Callers (the dispatcher) cache the result per (operator, input specs,
+// non-tensor arguments): see rules/propagation_cache.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "rules/op_call.h"
+#include "rules/rule.h"
+
+namespace dtensor {
+
+struct PropagationOptions {
+  // Ops without a rule run on replicated inputs instead of raising.
+  bool replicate_fallback = false;
+  // Raise instead of redistributing any input.
+  bool strict = false;
+};
+
+// How one schema return maps onto the flat list of output tensors.
+struct ReturnLayout {
+  enum class Kind { kTensor, kTensorList, kOther } kind = Kind::kOther;
+  size_t first_output = 0;  // index into the flat outputs
+  size_t count = 0;         // tensors it holds
+  // For in-place and out= ops: the argument it aliases and writes, else -1.
+  int64_t writes_argument = -1;
+};
+
+struct Propagation {
+  // Per input: the spec it must have before the local op.
+  std::vector<DTensorSpecPtr> input_targets;
+  // Whether any input moves.
+  bool redistributes = false;
+  // Per flat output tensor.
+  std::vector<std::vector<int64_t>> output_shapes;
+  std::vector<std::vector<PlacementPtr>> output_placements;
+  std::vector<ReturnLayout> returns;
+  // The chosen rule's local kernel; empty for the op itself.
+  LocalKernelFn local_kernel;
+  // Output specs, made on first use (their dtype is the local result's).
+  mutable std::vector<DTensorSpecPtr> output_specs;
+
+  // Output `k`'s spec for `dtype` on `mesh`, made once and kept.
+  const DTensorSpecPtr& output_spec(size_t k, c10::ScalarType dtype, const DeviceMesh& mesh) const;
+};
+
+// Decides the layout of `call`. Throws dtensor::Error naming the op and the
+// input placements when the op has no rule (and no fallback), when no
+// combination fits, or when strict mode forbids the redistribution needed.
+std::unique_ptr<Propagation> propagate(const OpCall& call, const PropagationOptions& options);
+
+// The layout of `call` when mesh dim m uses `rows[m]`, all taken from
+// `rule` (its local kernel runs; nullptr: rows of the op itself). What the
+// rule verifier checks each strategy row with. Throws dtensor::Error when
+// the rows do not fit the call.
+std::unique_ptr<Propagation> propagation_for_rows(const OpCall& call,
+                                                  const std::vector<ShardingRow>& rows,
+                                                  const OpRule* rule);
+
+// The all-Replicate row of `call`: correct for any op's own kernel.
+ShardingRow replicate_row(const OpCall& call);
+
+}  // namespace dtensor

@@ -1,0 +1,156 @@
+// Copyright 2026 The dtensor Authors.
+#include "rules/reduction.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "dtensor/base/check.h"
+#include "placements/partial.h"
+#include "placements/replicate.h"
+#include "placements/shard.h"
+#include "rules/roles.h"
+
+namespace dtensor {
+namespace {
+
+std::vector<bool> reduced_dims(const OpCall& call, const Reduction& r) {
+  const int64_t ndim = call.input(0).spec->ndim();
+  std::vector<bool> reduced(ndim, false);
+  const c10::IValue* dims = r.dims_argument ? &call.argument(*r.dims_argument) : nullptr;
+  if (dims == nullptr || dims->isNone() || (dims->isIntList() && dims->toIntList().empty())) {
+    std::fill(reduced.begin(), reduced.end(), true);
+  } else if (dims->isInt()) {
+    if (ndim > 0) reduced[normalize_tensor_dim(dims->toInt(), ndim, call.op_name())] = true;
+  } else {
+    for (int64_t d : dims->toIntVector()) {
+      reduced[normalize_tensor_dim(d, ndim, call.op_name())] = true;
+    }
+  }
+  return reduced;
+}
+
+bool keepdim(const OpCall& call, const Reduction& r) {
+  return r.keepdim_argument && call.argument(*r.keepdim_argument).toBool();
+}
+
+std::vector<int64_t> reduced_shape(const OpCall& call, const Reduction& r) {
+  const std::vector<int64_t>& shape = call.input(0).spec->shape();
+  const std::vector<bool> reduced = reduced_dims(call, r);
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(shape[d]);
+    } else if (keepdim(call, r)) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+// Whether every coordinate of the mesh holds part of `dim` of input 0.
+bool every_shard_nonempty(const OpCall& call, int64_t dim) {
+  const DTensorSpec& spec = *call.input(0).spec;
+  const std::vector<int64_t>& mesh_shape = call.mesh().shape();
+  std::vector<int64_t> coordinate(mesh_shape.size(), 0);
+  for (int64_t flat = 0; flat < call.mesh().size(); ++flat) {
+    int64_t rest = flat;
+    for (int64_t m = static_cast<int64_t>(mesh_shape.size()) - 1; m >= 0; --m) {
+      coordinate[m] = rest % mesh_shape[m];
+      rest /= mesh_shape[m];
+    }
+    const LocalLayout layout = spec.layout_at(coordinate);
+    const int64_t local_dim = layout.merged_leading_dims > 1 ? 0 : dim;
+    if (layout.local_shape[local_dim] == 0) return false;
+  }
+  return true;
+}
+
+PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placement& p,
+                           int64_t dim, const std::vector<bool>& reduced) {
+  const int64_t merged = std::max<int64_t>(p.merged_leading_dims(), 1);
+  const bool all_reduced = std::all_of(reduced.begin(), reduced.begin() + dim + merged,
+                                       [&](bool b) { return b; }) || !reduced[dim];
+  if (!reduced[dim]) {
+    bool leading_kept = true;
+    int64_t out_dim = dim;
+    for (int64_t d = 0; d < dim + merged; ++d) {
+      if (reduced[d] && d < dim && !keepdim(call, r)) --out_dim;
+      leading_kept &= !reduced[d];
+    }
+    return move_for_role(p, RuleRole::kPassThrough, out_dim, leading_kept || merged <= 1);
+  }
+  const std::optional<ReduceOp> gives = r.mean ? std::optional<ReduceOp>(ReduceOp::kSum)
+                                               : r.split_gives;
+  if (!gives || !all_reduced || !p.fills_role(RuleRole::kContraction)) return nullptr;
+  if (r.needs_nonempty_shards && !every_shard_nonempty(call, dim)) return nullptr;
+  return Partial::make(*gives);
+}
+
+std::vector<ShardingRow> reduction_rows(const OpCall& call, const Reduction& r, int64_t m) {
+  const PlacementPtr& p = call.placement(0, m);
+  const size_t returns = call.schema().returns().size();
+  std::vector<ShardingRow> rows;
+  auto add = [&](const PlacementPtr& in, const PlacementPtr& out) {
+    ShardingRow row;
+    row.inputs.assign(call.num_inputs(), Replicate::make());
+    row.inputs[0] = in;
+    row.outputs.assign(returns, out);
+    rows.push_back(std::move(row));
+  };
+  if (const auto dim = split_dim_of(*p)) {
+    if (PlacementPtr out = reduced_split(call, r, *p, *dim, reduced_dims(call, r))) add(p, out);
+  } else if (const auto op = p->partial_op()) {
+    if (std::count(r.partials_pass.begin(), r.partials_pass.end(), *op)) add(p, p);
+  }
+  if (r.mean) add(Replicate::make(), Replicate::make());  // the kernel runs its own rows only
+  return rows;
+}
+
+// Sum of the shard over the reduced dims, divided by the GLOBAL count, so the
+// terms of a split reduced dim add up to the mean (Partial(sum)).
+void mean_kernel(const Reduction& r, const c10::OperatorHandle&, torch::jit::Stack& stack,
+                 const LocalContext& context) {
+  const OpCall& call = context.call;
+  const at::Tensor local = stack[0].toTensor();
+  const std::vector<bool> reduced = reduced_dims(call, r);
+  const std::vector<int64_t>& shape = call.input(0).spec->shape();
+  std::vector<int64_t> dims;
+  int64_t count = 1;
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (!reduced[d]) continue;
+    dims.push_back(static_cast<int64_t>(d));
+    count *= shape[d];
+  }
+  const c10::IValue& dtype_value = call.argument("dtype");
+  const auto dtype = dtype_value.isNone() ? c10::optional<at::ScalarType>()
+                                          : c10::optional<at::ScalarType>(dtype_value.toScalarType());
+  const at::ScalarType result = dtype ? *dtype : local.scalar_type();
+  DTENSOR_CHECK(at::isFloatingType(result) || at::isComplexType(result), call.op_name(),
+                ": expected a floating point or complex dtype for a mean, found ", result);
+  at::Tensor out = at::sum(local, dims, keepdim(call, r), dtype).div_(count);
+  torch::jit::drop(stack, stack.size());
+  stack.push_back(out);
+}
+
+}  // namespace
+
+OpRule reduction_rule(const Reduction& reduction) {
+  OpRule rule;
+  rule.strategy = [reduction](const OpCall& call, int64_t m) {
+    return reduction_rows(call, reduction, m);
+  };
+  rule.output_shapes = [reduction](const OpCall& call) {
+    return std::vector<std::vector<int64_t>>(call.schema().returns().size(),
+                                             reduced_shape(call, reduction));
+  };
+  if (reduction.mean) {
+    rule.local_kernel = [reduction](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                    const LocalContext& context) {
+      mean_kernel(reduction, op, stack, context);
+    };
+  }
+  return rule;
+}
+
+}  // namespace dtensor
