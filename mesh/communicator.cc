@@ -133,7 +133,7 @@ bool slices_are_consecutive(const at::Tensor& t, int64_t dim) {
   return true;
 }
 
-// Calls `fn(part, slice_offset, element_offset)` for the consecutive parts of
+// Calls `fn(part, element_offset)` for the consecutive parts of
 // `t` along `dim` that have `sizes` slices each, in order.
 template <typename Fn>
 void for_each_part(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes, Fn fn) {

@@ -90,7 +90,7 @@ struct PostedCall {
   // Element counts; in the *_along calls, slice counts along the dims below.
   std::vector<int64_t> send_numel;
   std::vector<int64_t> recv_numel;
-  int64_t send_dim = -1;  // all_gather_along: the gathered dim
+  int64_t send_dim = -1;  // all_gather_along: the gathered dim; all_to_all_along: the cut ones
   int64_t recv_dim = -1;
   std::vector<int64_t> output_shape;  // *_along calls
   at::Tensor partial_result;          // all_reduce: the chunk this rank reduced
