@@ -4,6 +4,8 @@
 #include <mutex>
 #include <numeric>
 
+#include <ATen/ATen.h>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/check.h"
@@ -71,6 +73,35 @@ class ArgumentChecker {
     check_reduce_op_supports(op, t.scalar_type(), call_);
   }
 
+  // `output` is `input` itself (when `may_be_input`) or apart from it.
+  void apart(const at::Tensor& input, const at::Tensor& output, bool may_be_input) const {
+    const auto* in = static_cast<const char*>(input.data_ptr());
+    const auto* out = static_cast<const char*>(output.data_ptr());
+    const bool same = in == out && input.nbytes() == output.nbytes();
+    const bool apart = in + input.nbytes() <= out || out + output.nbytes() <= in;
+    DTENSOR_CHECK(apart || (may_be_input && same), call_, ": output: expected ",
+                  may_be_input ? "the input itself or " : "", "memory apart from the input, ",
+                  "found an overlap");
+  }
+
+  void dim(int64_t dim, const at::Tensor& t, const char* name) const {
+    DTENSOR_CHECK(dim >= 0 && dim < t.dim(), call_, ": ", name, ": expected a dim in [0, ", t.dim(),
+                  "), found ", dim);
+  }
+
+  // Checks that `t` has `extent` at `dim` and otherwise the sizes of `like`,
+  // except at `free_dim` (pass `dim` to compare all others).
+  void shape_along(const at::Tensor& t, const char* name, int64_t dim, int64_t extent,
+                   const at::Tensor& like, int64_t free_dim) const {
+    DTENSOR_CHECK(t.dim() == like.dim(), call_, ": ", name, ": expected ", like.dim(),
+                  " dims, found ", t.dim());
+    std::vector<int64_t> want(like.sizes().begin(), like.sizes().end());
+    want[dim] = extent;
+    want[free_dim] = free_dim == dim ? extent : t.size(free_dim);
+    DTENSOR_CHECK(t.sizes() == c10::IntArrayRef(want), call_, ": ", name, ": expected shape ",
+                  c10::IntArrayRef(want), ", found ", t.sizes());
+  }
+
  private:
   const Communicator& comm_;
   const char* call_;
@@ -86,13 +117,70 @@ std::vector<int64_t> rows_to_numel(absl::Span<const int64_t> rows, int64_t numel
   return numel;
 }
 
+// Elements in one slice of `t` along `dim`.
+int64_t slice_numel(const at::Tensor& t, int64_t dim) {
+  int64_t numel = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) numel *= d == dim ? 1 : t.size(d);
+  return numel;
+}
+
+// Consecutive slices along `dim` of a contiguous tensor are consecutive
+// memory exactly when no dim before `dim` has more than one index.
+bool slices_are_consecutive(const at::Tensor& t, int64_t dim) {
+  for (int64_t d = 0; d < dim; ++d) {
+    if (t.size(d) != 1) return false;
+  }
+  return true;
+}
+
+// Calls `fn(part, element_offset)` for the consecutive parts of
+// `t` along `dim` that have `sizes` slices each, in order.
+template <typename Fn>
+void for_each_part(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes, Fn fn) {
+  const int64_t per_slice = slice_numel(t, dim);
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    fn(t.narrow(dim, offset, size), offset * per_slice);
+    offset += size;
+  }
+}
+
+// The parts of `t` along `dim`, each flattened, one after the other.
+at::Tensor pack_parts(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes) {
+  at::Tensor packed = at::empty({t.numel()}, t.options());
+  for_each_part(t, dim, sizes, [&](const at::Tensor& part, int64_t at) {
+    packed.narrow(0, at, part.numel()).view(part.sizes()).copy_(part);
+  });
+  return packed;
+}
+
+// The inverse of pack_parts: writes `packed`'s parts into `t` along `dim`.
+void unpack_parts(const at::Tensor& packed, at::Tensor& t, int64_t dim,
+                  const std::vector<int64_t>& sizes) {
+  for_each_part(t, dim, sizes, [&](at::Tensor part, int64_t at) {
+    part.copy_(packed.narrow(0, at, part.numel()).view(part.sizes()));
+  });
+}
+
 }  // namespace
 
 void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
   ArgumentChecker check(*this, "all_reduce");
   check.tensor(tensor, "tensor");
   check.reduce_op(op, tensor);
-  do_all_reduce(tensor, op);
+  do_all_reduce(tensor, tensor, op);
+}
+
+void Communicator::all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
+  ArgumentChecker check(*this, "all_reduce");
+  check.tensor(input, "input");
+  check.tensor(output, "output");
+  check.same_dtype(input, output);
+  check.reduce_op(op, input);
+  DTENSOR_CHECK(input.sizes() == output.sizes(), "all_reduce: output: expected shape ",
+                input.sizes(), ", found ", output.sizes());
+  check.apart(input, output, /*may_be_input=*/true);
+  do_all_reduce(input, output, op);
 }
 
 void Communicator::all_gather(const at::Tensor& input, at::Tensor& output) {
@@ -116,6 +204,19 @@ void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
   do_all_gather_v(input, output, rows_to_numel(rows_per_rank, row_numel(input)));
 }
 
+void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
+                                absl::Span<const int64_t> sizes_per_rank, int64_t dim) {
+  ArgumentChecker check(*this, "all_gather_v");
+  check.tensor(input, "input");
+  check.tensor(output, "output");
+  check.same_dtype(input, output);
+  check.counts(sizes_per_rank, "sizes_per_rank");
+  check.dim(dim, output, "dim");
+  check.shape_along(output, "output", dim, sum_of(sizes_per_rank), output, dim);
+  check.shape_along(input, "input", dim, sizes_per_rank[rank()], output, dim);
+  do_all_gather_v_along(input, output, {sizes_per_rank.begin(), sizes_per_rank.end()}, dim);
+}
+
 void Communicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
   ArgumentChecker check(*this, "reduce_scatter");
   check.tensor(input, "input");
@@ -123,6 +224,7 @@ void Communicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, R
   check.same_dtype(input, output);
   check.reduce_op(op, input);
   check.shape(input, "input", size() * rows_of(output), output);
+  check.apart(input, output, /*may_be_input=*/false);
   do_reduce_scatter(input, output, op);
 }
 
@@ -136,6 +238,7 @@ void Communicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
   check.counts(rows_per_rank, "rows_per_rank");
   check.shape(input, "input", sum_of(rows_per_rank), input);
   check.shape(output, "output", rows_per_rank[rank()], input);
+  check.apart(input, output, /*may_be_input=*/false);
   do_reduce_scatter_v(input, output, rows_to_numel(rows_per_rank, row_numel(input)), op);
 }
 
@@ -164,6 +267,24 @@ void Communicator::all_to_all_v(const at::Tensor& input, absl::Span<const int64_
   const int64_t per_row = row_numel(input);
   do_all_to_all_v(input, rows_to_numel(send_rows, per_row), output,
                   rows_to_numel(recv_rows, per_row));
+}
+
+void Communicator::all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_sizes,
+                                int64_t send_dim, at::Tensor& output,
+                                absl::Span<const int64_t> recv_sizes, int64_t recv_dim) {
+  ArgumentChecker check(*this, "all_to_all_v");
+  check.tensor(input, "input");
+  check.tensor(output, "output");
+  check.same_dtype(input, output);
+  check.counts(send_sizes, "send_sizes");
+  check.counts(recv_sizes, "recv_sizes");
+  check.dim(send_dim, input, "send_dim");
+  check.dim(recv_dim, output, "recv_dim");
+  check.shape_along(input, "input", send_dim, sum_of(send_sizes), input, send_dim);
+  // Only the cut dims may differ between input and output.
+  check.shape_along(output, "output", recv_dim, sum_of(recv_sizes), input, send_dim);
+  do_all_to_all_v_along(input, {send_sizes.begin(), send_sizes.end()}, send_dim, output,
+                        {recv_sizes.begin(), recv_sizes.end()}, recv_dim);
 }
 
 void Communicator::broadcast(at::Tensor& tensor, int root) {
@@ -207,6 +328,28 @@ void Communicator::barrier() { do_barrier(); }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   return do_split(color, key);
+}
+
+void Communicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                                         const std::vector<int64_t>& sizes_per_rank, int64_t dim) {
+  const std::vector<int64_t> numel = rows_to_numel(sizes_per_rank, slice_numel(output, dim));
+  if (slices_are_consecutive(output, dim)) return do_all_gather_v(input, output, numel);
+  at::Tensor gathered = at::empty({output.numel()}, output.options());
+  do_all_gather_v(input, gathered, numel);
+  unpack_parts(gathered, output, dim, sizes_per_rank);
+}
+
+void Communicator::do_all_to_all_v_along(const at::Tensor& input,
+                                         const std::vector<int64_t>& send_sizes, int64_t send_dim,
+                                         at::Tensor& output, const std::vector<int64_t>& recv_sizes,
+                                         int64_t recv_dim) {
+  const at::Tensor packed =
+      slices_are_consecutive(input, send_dim) ? input : pack_parts(input, send_dim, send_sizes);
+  const bool direct = slices_are_consecutive(output, recv_dim);
+  at::Tensor received = direct ? output : at::empty({output.numel()}, output.options());
+  do_all_to_all_v(packed, rows_to_numel(send_sizes, slice_numel(input, send_dim)), received,
+                  rows_to_numel(recv_sizes, slice_numel(output, recv_dim)));
+  if (!direct) unpack_parts(received, output, recv_dim, recv_sizes);
 }
 
 namespace {

@@ -57,6 +57,12 @@ class Communicator {
   // Reduces `tensor` over all ranks in place.
   void all_reduce(at::Tensor& tensor, ReduceOp op);
 
+  // Out of place: `output` (input's shape and dtype) receives the reduction
+  // of every rank's `input`, which is left unchanged. Saves the copy that
+  // an in-place call on a copy of `input` costs. `output` may be `input`
+  // itself (then this is the in-place call) but may not overlap it otherwise.
+  void all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op);
+
   // `output` receives the inputs of ranks 0..size()-1 concatenated along dim 0:
   // output.size(0) == size() * input.size(0), other dims equal. A 0-dim input
   // gathers into a 1-D output of size().
@@ -67,8 +73,19 @@ class Communicator {
   void all_gather_v(const at::Tensor& input, at::Tensor& output,
                     absl::Span<const int64_t> rows_per_rank);
 
+  // Like all_gather_v with the parts laid along `dim` instead of dim 0: rank
+  // r's input has `sizes_per_rank[r]` slices along `dim` and fills
+  // output.narrow(dim, sum of the sizes before r, sizes_per_rank[r]); the
+  // other dims of input and output are equal. Gathering S(d) -> R this way
+  // needs no transposes around the collective: backends that write strided
+  // memory (local) copy each part straight into place, the others gather
+  // contiguously and copy each part once.
+  void all_gather_v(const at::Tensor& input, at::Tensor& output,
+                    absl::Span<const int64_t> sizes_per_rank, int64_t dim);
+
   // Reduces the inputs and gives rank r rows [r*k, (r+1)*k) of the result,
-  // where k = output.size(0) and input.size(0) == size() * k.
+  // where k = output.size(0) and input.size(0) == size() * k. `output` may
+  // not overlap `input` (as for MPI), here and in reduce_scatter_v.
   void reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op);
 
   // Like reduce_scatter with unequal parts: rank r receives `rows_per_rank[r]`
@@ -85,6 +102,18 @@ class Communicator {
   // send_rows[p] on rank q must equal recv_rows[q] on rank p.
   void all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_rows,
                     at::Tensor& output, absl::Span<const int64_t> recv_rows);
+
+  // Like all_to_all_v with messages cut along any dims: rank q sends rank p
+  // the `send_sizes[p]` slices of `input` along `send_dim` that follow those
+  // for ranks before p, and rank p receives them into the `recv_sizes[q]`
+  // slices of `output` along `recv_dim` that follow those from ranks before
+  // q. What q sends p must have the shape of the place p receives it in
+  // (the local backend checks this; the others check element counts).
+  // Re-sharding S(a) -> S(b) is send_dim b, recv_dim a: no pack or unpack
+  // copies where the backend writes strided memory (local), one each at
+  // most elsewhere.
+  void all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_sizes, int64_t send_dim,
+                    at::Tensor& output, absl::Span<const int64_t> recv_sizes, int64_t recv_dim);
 
   // Copies `tensor` of rank `root` into `tensor` of every rank.
   void broadcast(at::Tensor& tensor, int root);
@@ -111,8 +140,9 @@ class Communicator {
 
   // Backends implement these; arguments were validated by the public methods
   // (contiguity, device, dtype agreement, shapes and counts), and row counts
-  // were converted to element counts.
-  virtual void do_all_reduce(at::Tensor& tensor, ReduceOp op) = 0;
+  // were converted to element counts. `output` of do_all_reduce is either
+  // `input` (in place) or does not overlap it.
+  virtual void do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) = 0;
   virtual void do_all_gather(const at::Tensor& input, at::Tensor& output) = 0;
   virtual void do_all_gather_v(const at::Tensor& input, at::Tensor& output,
                                const std::vector<int64_t>& numel_per_rank) = 0;
@@ -128,6 +158,19 @@ class Communicator {
   virtual void do_recv(at::Tensor& tensor, int peer, int tag) = 0;
   virtual void do_barrier() = 0;
   virtual std::shared_ptr<Communicator> do_split(int color, int key) = 0;
+
+  // The forms along any dim, validated like the others (sizes are slices
+  // along the dim, not elements). The defaults run the contiguous
+  // collectives above: parts that are not consecutive memory (some dim
+  // before the cut has more than one index) are packed into, or received
+  // through, one temporary and copied. Backends that can write strided
+  // memory directly override them.
+  virtual void do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                                     const std::vector<int64_t>& sizes_per_rank, int64_t dim);
+  virtual void do_all_to_all_v_along(const at::Tensor& input,
+                                     const std::vector<int64_t>& send_sizes, int64_t send_dim,
+                                     at::Tensor& output, const std::vector<int64_t>& recv_sizes,
+                                     int64_t recv_dim);
 };
 
 // The world communicator of a registered backend ("local", "mpi", "nccl").

@@ -86,10 +86,14 @@ struct PostedCall {
   int root = -1;
   int op = -1;
   int64_t numel = 0;  // of the tensor the call is named after (input or tensor)
-  at::Tensor input;   // flattened
+  at::Tensor input;   // flattened, except in the *_along calls
+  // Element counts; in the *_along calls, slice counts along the dims below.
   std::vector<int64_t> send_numel;
   std::vector<int64_t> recv_numel;
-  at::Tensor partial_result;  // all_reduce: the chunk this rank reduced
+  int64_t send_dim = -1;  // all_gather_along: the gathered dim; all_to_all_along: the cut ones
+  int64_t recv_dim = -1;
+  std::vector<int64_t> output_shape;  // *_along calls
+  at::Tensor partial_result;          // all_reduce: the chunk this rank reduced
   int color = -1;
   int key = 0;
   std::shared_ptr<void> new_group;  // split: set by each new group's leader
@@ -102,6 +106,9 @@ std::string describe(const PostedCall& c) {
   if (c.op >= 0) out << ", op " << reduce_op_name(static_cast<ReduceOp>(c.op));
   if (!c.send_numel.empty()) out << ", send [" << absl::StrJoin(c.send_numel, ",") << "]";
   if (!c.recv_numel.empty()) out << ", recv [" << absl::StrJoin(c.recv_numel, ",") << "]";
+  if (c.send_dim >= 0) out << ", dim " << c.send_dim;
+  if (c.recv_dim >= 0) out << ", recv dim " << c.recv_dim;
+  if (!c.output_shape.empty()) out << ", output [" << absl::StrJoin(c.output_shape, ",") << "]";
   out << ")";
   return out.str();
 }
@@ -193,32 +200,54 @@ std::vector<int64_t> offsets_of(const std::vector<int64_t>& numel) {
   return offsets;
 }
 
-// acc = acc (op) term, elementwise, in place.
-void reduce_into(at::Tensor& acc, const at::Tensor& term, ReduceOp op) {
+// out = a (op) b, elementwise; `out` may be `a` or `b`.
+void reduce_pair(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      acc.add_(term);
+      at::add_out(out, a, b);
       return;
     case ReduceOp::kMax:
-      at::maximum_out(acc, acc, term);
+      at::maximum_out(out, a, b);
       return;
     case ReduceOp::kMin:
-      at::minimum_out(acc, acc, term);
+      at::minimum_out(out, a, b);
       return;
     case ReduceOp::kProduct:
-      acc.mul_(term);
+      at::mul_out(out, a, b);
       return;
     case ReduceOp::kBand:
-      acc.bitwise_and_(term);
+      at::bitwise_and_out(out, a, b);
       return;
     case ReduceOp::kBor:
-      acc.bitwise_or_(term);
+      at::bitwise_or_out(out, a, b);
       return;
     case ReduceOp::kBxor:
-      acc.bitwise_xor_(term);
+      at::bitwise_xor_out(out, a, b);
       return;
   }
+}
+
+// out = the reduction over every rank of elements [begin, begin + out.numel())
+// of its posted input. `out` is written before every input is read, so it
+// must not overlap them.
+void reduce_ranks(at::Tensor out, const std::vector<PostedCall>& posted, int64_t begin,
+                  ReduceOp op) {
+  const auto term = [&](size_t p) { return posted[p].input.narrow(0, begin, out.numel()); };
+  if (posted.size() == 1) {
+    out.copy_(term(0));
+    return;
+  }
+  reduce_pair(out, term(0), term(1), op);
+  for (size_t p = 2; p < posted.size(); ++p) reduce_pair(out, out, term(p), op);
+  if (op == ReduceOp::kAvg) out.div_(static_cast<int64_t>(posted.size()));
+}
+
+// `sizes` with `extent` at `dim`.
+std::vector<int64_t> shape_with(at::IntArrayRef sizes, int64_t dim, int64_t extent) {
+  std::vector<int64_t> shape(sizes.begin(), sizes.end());
+  shape[dim] = extent;
+  return shape;
 }
 
 class LocalCommunicator final : public Communicator {
@@ -232,26 +261,29 @@ class LocalCommunicator final : public Communicator {
   c10::Device device() const override { return c10::Device(c10::kCPU); }
 
  protected:
-  void do_all_reduce(at::Tensor& tensor, ReduceOp op) override {
-    PostedCall call = make_call("all_reduce", tensor);
+  void do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
+    PostedCall call = make_call("all_reduce", input);
     call.op = static_cast<int>(op);
-    call.input = flat(tensor);
+    call.input = flat(input);
+    at::Tensor out = flat(output);
+    const bool in_place = input.data_ptr() == output.data_ptr();
     run(std::move(call), [&](const std::vector<PostedCall>& posted) {
       // Each rank reduces one chunk from everyone, then all copy every chunk.
       const int64_t numel = posted[rank_].numel;
       const int64_t chunk = (numel + size() - 1) / size();
-      const int64_t begin = std::min(numel, chunk * rank_);
+      const auto chunk_begin = [&](int p) { return std::min(numel, chunk * p); };
+      const int64_t begin = chunk_begin(rank_);
       const int64_t length = std::min(numel, begin + chunk) - begin;
-      at::Tensor acc = posted[0].input.narrow(0, begin, length).clone();
-      for (int p = 1; p < size(); ++p)
-        reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
-      if (op == ReduceOp::kAvg) acc.div_(size());
-      group_->slot(rank_).partial_result = std::move(acc);
+      // In place, peers still read this chunk of the tensor: reduce into
+      // scratch memory kept across calls. Out of place, straight into output.
+      at::Tensor mine = in_place ? scratch(length, out.options()) : out.narrow(0, begin, length);
+      reduce_ranks(mine, posted, begin, op);
+      group_->slot(rank_).partial_result = mine;
       group_->arrive_and_wait("all_reduce");
-      at::Tensor out = posted[rank_].input;
       for (int p = 0; p < size(); ++p) {
+        if (p == rank_ && !in_place) continue;
         const at::Tensor& part = posted[p].partial_result;
-        out.narrow(0, std::min(numel, chunk * p), part.numel()).copy_(part);
+        out.narrow(0, chunk_begin(p), part.numel()).copy_(part);
       }
     });
   }
@@ -284,14 +316,9 @@ class LocalCommunicator final : public Communicator {
     call.op = static_cast<int>(op);
     call.input = flat(input);
     call.recv_numel = numel_per_rank;
+    at::Tensor out = flat(output);
     run(std::move(call), [&](const std::vector<PostedCall>& posted) {
-      const int64_t begin = offsets_of(numel_per_rank)[rank_];
-      const int64_t length = numel_per_rank[rank_];
-      at::Tensor acc = posted[0].input.narrow(0, begin, length).clone();
-      for (int p = 1; p < size(); ++p)
-        reduce_into(acc, posted[p].input.narrow(0, begin, length), op);
-      if (op == ReduceOp::kAvg) acc.div_(size());
-      flat(output).copy_(acc);
+      reduce_ranks(out, posted, offsets_of(numel_per_rank)[rank_], op);
     });
   }
 
@@ -313,6 +340,44 @@ class LocalCommunicator final : public Communicator {
         const int64_t send_offset = offsets_of(posted[p].send_numel)[rank_];
         out.narrow(0, recv_offsets[p], recv_numel[p])
             .copy_(posted[p].input.narrow(0, send_offset, recv_numel[p]));
+      }
+    });
+  }
+
+  // Each peer's part is copied straight into its strided place in `output`.
+  void do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                             const std::vector<int64_t>& sizes_per_rank, int64_t dim) override {
+    PostedCall call = make_call("all_gather_along", input);
+    call.input = input;
+    call.recv_numel = sizes_per_rank;
+    call.send_dim = dim;
+    call.output_shape = output.sizes().vec();
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      const std::vector<int64_t> offsets = offsets_of(sizes_per_rank);
+      for (int p = 0; p < size(); ++p) {
+        output.narrow(dim, offsets[p], sizes_per_rank[p]).copy_(posted[p].input);
+      }
+    });
+  }
+
+  // Each peer's slices are copied from its input straight into place: no
+  // packing, no unpacking.
+  void do_all_to_all_v_along(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
+                             int64_t send_dim, at::Tensor& output,
+                             const std::vector<int64_t>& recv_sizes, int64_t recv_dim) override {
+    PostedCall call = make_call("all_to_all_along", input);
+    call.input = input;
+    call.send_numel = send_sizes;
+    call.recv_numel = recv_sizes;
+    call.send_dim = send_dim;
+    call.recv_dim = recv_dim;
+    call.output_shape = output.sizes().vec();
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      const std::vector<int64_t> recv_offsets = offsets_of(recv_sizes);
+      for (int p = 0; p < size(); ++p) {
+        const int64_t send_offset = offsets_of(posted[p].send_numel)[rank_];
+        output.narrow(recv_dim, recv_offsets[p], recv_sizes[p])
+            .copy_(posted[p].input.narrow(send_dim, send_offset, posted[p].send_numel[rank_]));
       }
     });
   }
@@ -422,10 +487,21 @@ class LocalCommunicator final : public Communicator {
         same = other.recv_numel == first.recv_numel;
       }
       if (same && first.call == "scatter") same = other.numel == first.numel;
+      if (same && first.call == "all_gather_along") {
+        same = other.recv_numel == first.recv_numel && other.send_dim == first.send_dim &&
+               other.output_shape == first.output_shape;
+      }
+      if (same && first.call == "all_to_all_along") {
+        same = other.send_dim == first.send_dim && other.recv_dim == first.recv_dim;
+      }
       DTENSOR_CHECK(same, "local backend: ranks disagree on a collective: rank 0 called ",
                     describe(first), ", rank ", p, " called ", describe(other));
     }
-    if (first.call != "all_to_all") return;
+    if (first.call == "all_to_all") check_messages_match(posted);
+    if (first.call == "all_to_all_along") check_parts_match(posted);
+  }
+
+  void check_messages_match(const std::vector<PostedCall>& posted) const {
     for (int q = 0; q < size(); ++q) {
       for (int p = 0; p < size(); ++p) {
         DTENSOR_CHECK(posted[q].send_numel[p] == posted[p].recv_numel[q],
@@ -435,8 +511,32 @@ class LocalCommunicator final : public Communicator {
     }
   }
 
+  // What rank q sends rank p must have the shape of where p puts it.
+  void check_parts_match(const std::vector<PostedCall>& posted) const {
+    for (int q = 0; q < size(); ++q) {
+      for (int p = 0; p < size(); ++p) {
+        const std::vector<int64_t> sent =
+            shape_with(posted[q].input.sizes(), posted[q].send_dim, posted[q].send_numel[p]);
+        const std::vector<int64_t> place =
+            shape_with(posted[p].output_shape, posted[p].recv_dim, posted[p].recv_numel[q]);
+        DTENSOR_CHECK(sent == place, "local backend: all_to_all_v: rank ", q, " sends rank ", p,
+                      " a part of shape [", absl::StrJoin(sent, ","), "], which expects shape [",
+                      absl::StrJoin(place, ","), "]");
+      }
+    }
+  }
+
+  // `length` elements of memory this rank keeps across calls (grown on demand).
+  at::Tensor scratch(int64_t length, const at::TensorOptions& options) {
+    if (!scratch_.defined() || scratch_.dtype() != options.dtype() || scratch_.numel() < length) {
+      scratch_ = at::empty({length}, options);
+    }
+    return scratch_.narrow(0, 0, length);
+  }
+
   std::shared_ptr<LocalGroup> group_;
   int rank_;
+  at::Tensor scratch_;  // see scratch()
 };
 
 thread_local std::shared_ptr<Communicator> current_local_world;

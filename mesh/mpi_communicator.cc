@@ -310,13 +310,13 @@ void MpiCommunicator::finish_average(at::Tensor& tensor, ReduceOp op) const {
 
 // ---- Reductions -------------------------------------------------------------
 
-void MpiCommunicator::do_all_reduce(at::Tensor& tensor, ReduceOp op) {
-  const Reduction reduction = reduction_for(tensor.scalar_type(), op);
-  const int count = to_mpi_count(tensor.numel(), "MPI_Allreduce", "elements");
-  check_mpi(
-      MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, reduction.type, reduction.op, comm_),
-      "MPI_Allreduce");
-  finish_average(tensor, op);
+void MpiCommunicator::do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
+  const Reduction reduction = reduction_for(input.scalar_type(), op);
+  const int count = to_mpi_count(input.numel(), "MPI_Allreduce", "elements");
+  check_mpi(MPI_Allreduce(send_buffer(input, bytes_of(output)), output.data_ptr(), count,
+                          reduction.type, reduction.op, comm_),
+            "MPI_Allreduce");
+  finish_average(output, op);
 }
 
 void MpiCommunicator::do_reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) {

@@ -84,7 +84,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm native_handle() const { return comm_; }
 
  protected:
-  void do_all_reduce(at::Tensor& tensor, ReduceOp op) override;
+  void do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) override;
   void do_all_gather(const at::Tensor& input, at::Tensor& output) override;
   void do_all_gather_v(const at::Tensor& input, at::Tensor& output,
                        const std::vector<int64_t>& numel_per_rank) override;

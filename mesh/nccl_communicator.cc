@@ -470,31 +470,32 @@ void NcclCommunicator::wait_for_stream(const char* call) {
   });
 }
 
-void NcclCommunicator::do_all_reduce(at::Tensor& tensor, ReduceOp op) {
-  if (is_bitwise(op)) return all_reduce_bitwise(tensor, op);
-  if (tensor.numel() == 0) return;
-  const ncclDataType_t type = nccl_type("all_reduce", tensor);
+void NcclCommunicator::do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
+  if (is_bitwise(op)) return all_reduce_bitwise(input, output, op);
+  if (input.numel() == 0) return;
+  const ncclDataType_t type = nccl_type("all_reduce", input);
   Launch launch(*this, "all_reduce");
   launch.group([&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, nccl_op(op),
+    return ncclAllReduce(input.data_ptr(), output.data_ptr(), input.numel(), type, nccl_op(op),
                          comm, stream);
   });
-  launch.finish({&tensor});
+  launch.finish({&input, &output});
 }
 
 // NCCL has no bitwise reduction: gather every rank's tensor and fold locally.
-void NcclCommunicator::all_reduce_bitwise(at::Tensor& tensor, ReduceOp op) {
-  if (tensor.numel() == 0) return;
-  const ncclDataType_t type = nccl_type("all_reduce", tensor);
+void NcclCommunicator::all_reduce_bitwise(const at::Tensor& input, at::Tensor& output,
+                                          ReduceOp op) {
+  if (input.numel() == 0) return;
+  const ncclDataType_t type = nccl_type("all_reduce", input);
   Launch launch(*this, "all_reduce");
   launch.torch_on_stream([&] {
-    const at::Tensor rows = at::empty({size_, tensor.numel()}, tensor.options());
+    const at::Tensor rows = at::empty({size_, input.numel()}, input.options());
     launch.group([&](ncclComm_t comm, cudaStream_t stream) {
-      return ncclAllGather(tensor.data_ptr(), rows.data_ptr(), tensor.numel(), type, comm, stream);
+      return ncclAllGather(input.data_ptr(), rows.data_ptr(), input.numel(), type, comm, stream);
     });
-    fold_bitwise(rows, op, tensor.view({-1}));
+    fold_bitwise(rows, op, output.view({-1}));
   });
-  launch.finish({&tensor});
+  launch.finish({&input, &output});
 }
 
 void NcclCommunicator::do_all_gather(const at::Tensor& input, at::Tensor& output) {
@@ -605,6 +606,27 @@ void NcclCommunicator::do_all_to_all_v(const at::Tensor& input,
   Launch launch(*this, "all_to_all_v");
   launch.group([&](ncclComm_t comm, cudaStream_t stream) {
     return enqueue_all_to_all_v(input, send_numel, output, recv_numel, type, comm, stream);
+  });
+  launch.finish({&input, &output});
+}
+
+void NcclCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                                             const std::vector<int64_t>& sizes_per_rank,
+                                             int64_t dim) {
+  Launch launch(*this, "all_gather_v");
+  launch.torch_on_stream(
+      [&] { Communicator::do_all_gather_v_along(input, output, sizes_per_rank, dim); });
+  launch.finish({&input, &output});
+}
+
+void NcclCommunicator::do_all_to_all_v_along(const at::Tensor& input,
+                                             const std::vector<int64_t>& send_sizes,
+                                             int64_t send_dim, at::Tensor& output,
+                                             const std::vector<int64_t>& recv_sizes,
+                                             int64_t recv_dim) {
+  Launch launch(*this, "all_to_all_v");
+  launch.torch_on_stream([&] {
+    Communicator::do_all_to_all_v_along(input, send_sizes, send_dim, output, recv_sizes, recv_dim);
   });
   launch.finish({&input, &output});
 }

@@ -93,7 +93,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t nccl_comm() const { return comm_; }
 
  protected:
-  void do_all_reduce(at::Tensor& tensor, ReduceOp op) override;
+  void do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) override;
   void do_all_gather(const at::Tensor& input, at::Tensor& output) override;
   void do_all_gather_v(const at::Tensor& input, at::Tensor& output,
                        const std::vector<int64_t>& numel_per_rank) override;
@@ -109,6 +109,13 @@ class NcclCommunicator final : public Communicator {
   void do_recv(at::Tensor& tensor, int peer, int tag) override;
   void do_barrier() override;
   std::shared_ptr<Communicator> do_split(int color, int key) override;
+  // The defaults, with their packing copies ordered on the communicator's
+  // stream and their temporaries owned by it.
+  void do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                             const std::vector<int64_t>& sizes_per_rank, int64_t dim) override;
+  void do_all_to_all_v_along(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
+                             int64_t send_dim, at::Tensor& output,
+                             const std::vector<int64_t>& recv_sizes, int64_t recv_dim) override;
 
  private:
   class Launch;  // one collective call: its stream and its ordering
@@ -132,7 +139,7 @@ class NcclCommunicator final : public Communicator {
   void abort(const std::string& reason);
 
   // Bitwise reductions, which NCCL lacks (see the class comment).
-  void all_reduce_bitwise(at::Tensor& tensor, ReduceOp op);
+  void all_reduce_bitwise(const at::Tensor& input, at::Tensor& output, ReduceOp op);
   void reduce_scatter_bitwise(const at::Tensor& input, at::Tensor& output,
                               const std::vector<int64_t>& numel_per_rank, ReduceOp op);
 

@@ -11,12 +11,17 @@
 namespace dtensor::redistribute_internal {
 namespace {
 
-bool is_identity(const std::vector<int64_t>& positions, int64_t extent) {
-  if (static_cast<int64_t>(positions.size()) != extent) return false;
-  for (int64_t i = 0; i < extent; ++i) {
-    if (positions[i] != i) return false;
+// Whether `positions` are consecutive, first, first + 1, ...
+bool is_range(const std::vector<int64_t>& positions) {
+  for (size_t i = 1; i < positions.size(); ++i) {
+    if (positions[i] != positions[0] + static_cast<int64_t>(i)) return false;
   }
   return true;
+}
+
+bool is_identity(const std::vector<int64_t>& positions, int64_t extent) {
+  return static_cast<int64_t>(positions.size()) == extent &&
+         (extent == 0 || (positions[0] == 0 && is_range(positions)));
 }
 
 at::Tensor as_index(const std::vector<int64_t>& positions) {
@@ -59,8 +64,14 @@ at::Tensor gather_positions(const at::Tensor& local,
                             const std::vector<std::vector<int64_t>>& positions) {
   at::Tensor out = local;
   for (size_t d = 0; d < positions.size(); ++d) {
-    if (is_identity(positions[d], out.size(d))) continue;
-    out = out.index_select(static_cast<int64_t>(d), as_index(positions[d]).to(local.device()));
+    const auto dim = static_cast<int64_t>(d);
+    const std::vector<int64_t>& list = positions[d];
+    if (is_identity(list, out.size(dim))) continue;
+    if (!list.empty() && is_range(list)) {
+      out = out.narrow(dim, list[0], static_cast<int64_t>(list.size()));  // a view, no gather
+      continue;
+    }
+    out = out.index_select(dim, as_index(list).to(local.device()));
   }
   return out.contiguous().reshape({-1});
 }

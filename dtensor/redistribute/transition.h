@@ -17,14 +17,17 @@
 //   DTENSOR_REGISTER_TRANSITION(MyTransition);
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <typeinfo>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "dtensor/base/check.h"
 #include "dtensor/spec.h"
 #include "mesh/communicator.h"
 
@@ -67,6 +70,19 @@ class StepContext {
   // looked up once per context.
   const std::shared_ptr<Communicator>& communicator() const;
 
+  // What the step's transition derives from the step alone (counts, index
+  // lists, shapes), made by `make()` on the first call and kept with the
+  // context, so repeated executions of a cached plan do not recompute it.
+  // One context serves one transition, hence one type T.
+  template <typename T, typename Make>
+  const T& derived(Make make) const {
+    if (!derived_.has_value()) derived_ = T(make());
+    const T* value = std::any_cast<T>(&derived_);
+    DTENSOR_CHECK(value != nullptr, "redistribute: internal: a step's derived data was made as ",
+                  derived_.type().name(), ", not as ", typeid(T).name());
+    return *value;
+  }
+
  private:
   std::vector<int64_t> member_coordinate(int64_t member) const;
 
@@ -80,6 +96,7 @@ class StepContext {
   mutable std::shared_ptr<Communicator> communicator_;
   mutable std::vector<std::unique_ptr<LocalLayout>> source_layouts_;
   mutable std::vector<std::unique_ptr<LocalLayout>> target_layouts_;
+  mutable std::any derived_;
 };
 
 class Transition {

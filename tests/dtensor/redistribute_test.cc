@@ -366,6 +366,33 @@ TEST(RedistributeTest, PlansAreCached) {
   });
 }
 
+// Cached plans run again with their derived data (counts, positions): the
+// second and third executions must give what the first did, and neither may
+// touch the source or share memory with it.
+TEST(RedistributeTest, RepeatedExecutionsKeepSourceAndResultApart) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor global = make_global({9, 6});
+    for (const char* from : {"R", "S(0)", "S(1)", "P(sum)", "RG(dims=1,units=[1,2,3,4])"}) {
+      for (const char* to : {"R", "S(0)", "S(1)", "RG(dims=1,units=[4,3,2,1])"}) {
+        SCOPED_TRACE(::testing::Message() << from << " -> " << to);
+        auto [source, represented] = make_source(global, mesh, parse_placements(from));
+        const at::Tensor before = source.to_local().clone();
+        const at::Tensor expected =
+            testing::expected_local(represented, mesh, parse_placements(to));
+        for (int run = 0; run < 3; ++run) {
+          const DTensor result = redistribute_any(source, parse_placements(to));
+          EXPECT_TRUE(at::equal(result.to_local(), expected)) << "run " << run;
+          EXPECT_TRUE(at::equal(source.to_local(), before)) << "run " << run;
+          if (std::string(from) != to) {
+            EXPECT_FALSE(result.to_local().is_alias_of(source.to_local())) << "run " << run;
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
   run_ranks(4, [](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});

@@ -133,6 +133,49 @@ TEST(LocalCommunicatorTest, MismatchedAllToAllCountsAllThrow) {
   EXPECT_EQ(errors.load(), 2);
 }
 
+TEST(LocalCommunicatorTest, MismatchedPartShapesAlongDimsAllThrow) {
+  std::atomic<int> errors{0};
+  run_ranks(2, [&](int rank) {
+    // Each rank sends two columns of its [2, 4] input; rank 1 expects its
+    // parts as [1, 4] rows instead: the same element count, another shape.
+    at::Tensor input = at::zeros({2, 4});
+    at::Tensor output = rank == 0 ? at::zeros({4, 2}) : at::zeros({2, 4});
+    const std::vector<int64_t> send = {2, 2};
+    const std::vector<int64_t> recv =
+        rank == 0 ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{1, 1};
+    try {
+      local_world()->all_to_all_v(input, send, 1, output, recv, 0);
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what())
+                    .find("rank 0 sends rank 1 a part of shape [2,2], which "
+                          "expects shape [1,4]"),
+                std::string::npos)
+          << error.what();
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 2);
+}
+
+TEST(LocalCommunicatorTest, AllGatherAlongDisagreeingShapesAllThrow) {
+  std::atomic<int> errors{0};
+  run_ranks(2, [&](int rank) {
+    // Rank 1 gathers [2, 1] parts into [2, 2], rank 0 [1, 2] parts into [1, 4].
+    at::Tensor input = rank == 0 ? at::zeros({1, 2}) : at::zeros({2, 1});
+    at::Tensor output = rank == 0 ? at::zeros({1, 4}) : at::zeros({2, 2});
+    const std::vector<int64_t> sizes =
+        rank == 0 ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{1, 1};
+    try {
+      local_world()->all_gather_v(input, output, sizes, 1);
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("ranks disagree on a collective"), std::string::npos)
+          << error.what();
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 2);
+}
+
 TEST(LocalCommunicatorTest, FailingRankReleasesPeersAndIsRethrown) {
   try {
     run_ranks(4, [](int rank) {

@@ -113,6 +113,31 @@ void check_all_reduce(Communicator& comm, c10::ScalarType dtype) {
   }
 }
 
+void check_all_reduce_out_of_place(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const std::vector<std::vector<int64_t>> shapes{{5}, {0}, {}, {2, 3}, {37}};
+  for (ReduceOp op : arithmetic_ops(dtype)) {
+    for (const std::vector<int64_t>& shape : shapes) {
+      SCOPED_TRACE(::testing::Message() << "all_reduce(input, output) " << reduce_op_name(op)
+                                        << " shape " << c10::IntArrayRef(shape));
+      auto make = [&](int rank) {
+        if (op == ReduceOp::kProduct) return product_values(rank, shape);
+        return op == ReduceOp::kAvg ? rank_values(rank, shape) * n : rank_values(rank, shape);
+      };
+      const at::Tensor expected = reduce_all_ranks(n, op, make);
+      const at::Tensor input = on(comm, make(comm.rank()), dtype);
+      at::Tensor output = on(comm, at::full(shape, 99, at::kLong), dtype);
+      comm.all_reduce(input, output, op);
+      expect_same(output, expected, dtype);
+      expect_same(input, make(comm.rank()), dtype);
+      // The output may be the input itself: the in-place call.
+      at::Tensor both = on(comm, make(comm.rank()), dtype);
+      comm.all_reduce(both, both, op);
+      expect_same(both, expected, dtype);
+    }
+  }
+}
+
 void check_bitwise_all_reduce(Communicator& comm) {
   const int n = comm.size();
   for (c10::ScalarType dtype : {at::kLong, at::kInt}) {
@@ -159,6 +184,26 @@ void check_all_gather_v(Communicator& comm, c10::ScalarType dtype) {
     at::Tensor output = on(comm, at::full({total(counts), 2}, 99, at::kLong), dtype);
     comm.all_gather_v(on(comm, parts[comm.rank()], dtype), output, counts);
     expect_same(output, at::cat(parts), dtype);
+  }
+}
+
+void check_all_gather_v_along(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  for (int64_t dim : {0, 1, 2}) {
+    // Uneven, with empty parts.
+    const std::vector<int64_t> sizes = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
+    SCOPED_TRACE(::testing::Message()
+                 << "all_gather_v along dim " << dim << " sizes " << c10::IntArrayRef(sizes));
+    const auto shape_for = [&](int64_t extent) {
+      std::vector<int64_t> shape{2, 3, 4};
+      shape[dim] = extent;
+      return shape;
+    };
+    std::vector<at::Tensor> parts;
+    for (int p = 0; p < n; ++p) parts.push_back(rank_values(p, shape_for(sizes[p])));
+    at::Tensor output = on(comm, at::full(shape_for(total(sizes)), 99, at::kLong), dtype);
+    comm.all_gather_v(on(comm, parts[comm.rank()], dtype), output, sizes, dim);
+    expect_same(output, at::cat(parts, dim), dtype);
   }
 }
 
@@ -223,6 +268,75 @@ void check_all_to_all_v(Communicator& comm, c10::ScalarType dtype) {
   const std::vector<int64_t> mine = send_counts(me);
   comm.all_to_all_v(on(comm, rank_values(me, {total(mine), 2}), dtype), mine, output, recv_counts);
   expect_same(output, at::cat(expected_parts), dtype);
+}
+
+namespace {
+
+// The slices [offset, offset + size) along `dim` of rank p's input, where the
+// offset is that of `counts_of(p)[me]` among the counts before it.
+template <typename CountsOf>
+at::Tensor part_for(int p, int me, int64_t dim, const at::Tensor& input, CountsOf counts_of) {
+  const std::vector<int64_t> counts = counts_of(p);
+  const int64_t offset = std::accumulate(counts.begin(), counts.begin() + me, int64_t{0});
+  return input.narrow(dim, offset, counts[me]);
+}
+
+// Both ways cut dim 1 of [2, *, 3] tensors, with an irregular pattern of
+// counts (not only the overlaps of two partitions), empty messages included.
+void check_all_to_all_v_same_dim(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  auto send_counts = [n](int q) {
+    std::vector<int64_t> counts(n);
+    for (int p = 0; p < n; ++p) counts[p] = (q + 2 * p) % 3;
+    return counts;
+  };
+  auto input_of = [&](int q) { return rank_values(q, {2, total(send_counts(q)), 3}); };
+  std::vector<int64_t> recv_counts(n);
+  std::vector<at::Tensor> expected_parts;
+  for (int p = 0; p < n; ++p) {
+    recv_counts[p] = send_counts(p)[me];
+    expected_parts.push_back(part_for(p, me, 1, input_of(p), send_counts));
+  }
+  SCOPED_TRACE(::testing::Message()
+               << "all_to_all_v along dim 1, recv " << c10::IntArrayRef(recv_counts));
+  at::Tensor output = on(comm, at::full({2, total(recv_counts), 3}, 99, at::kLong), dtype);
+  comm.all_to_all_v(on(comm, input_of(me), dtype), send_counts(me), 1, output, recv_counts, 1);
+  expect_same(output, at::cat(expected_parts, 1), dtype);
+}
+
+// S(0) -> S(2) of [rows, 2, columns] and back: rank q holds rows(q) rows of
+// every column and receives columns(q) columns of every row (uneven, some
+// ranks with none).
+void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  const std::vector<int64_t> rows = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
+  const std::vector<int64_t> columns = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
+  SCOPED_TRACE(::testing::Message()
+               << "all_to_all_v dim 2 -> dim 0, rows " << c10::IntArrayRef(rows) << ", columns "
+               << c10::IntArrayRef(columns));
+  const at::Tensor whole = rank_values(0, {total(rows), 2, total(columns)});
+  const auto offset = [](const std::vector<int64_t>& counts, int p) {
+    return std::accumulate(counts.begin(), counts.begin() + p, int64_t{0});
+  };
+  const at::Tensor my_rows = whole.narrow(0, offset(rows, me), rows[me]).contiguous();
+  const at::Tensor my_columns = whole.narrow(2, offset(columns, me), columns[me]).contiguous();
+
+  at::Tensor by_columns = on(comm, at::full(my_columns.sizes(), 99, at::kLong), dtype);
+  comm.all_to_all_v(on(comm, my_rows, dtype), columns, 2, by_columns, rows, 0);
+  expect_same(by_columns, my_columns, dtype);
+
+  at::Tensor by_rows = on(comm, at::full(my_rows.sizes(), 99, at::kLong), dtype);
+  comm.all_to_all_v(on(comm, my_columns, dtype), rows, 0, by_rows, columns, 2);
+  expect_same(by_rows, my_rows, dtype);
+}
+
+}  // namespace
+
+void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype) {
+  check_all_to_all_v_same_dim(comm, dtype);
+  check_all_to_all_v_across_dims(comm, dtype);
 }
 
 void check_broadcast(Communicator& comm, c10::ScalarType dtype) {
@@ -320,6 +434,41 @@ void check_bad_arguments_throw(Communicator& comm) {
     DTENSOR_EXPECT_ERROR(comm.all_to_all(odd_rows, odd_out), "multiple of the group size");
   }
   DTENSOR_EXPECT_ERROR(comm.broadcast(input, n), "expected a rank in [0, ");
+
+  // Out-of-place reductions.
+  at::Tensor wrong_shape = at::zeros({3, 2}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(input, wrong_shape, ReduceOp::kSum),
+                       "output: expected shape");
+  at::Tensor longs_out = at::zeros({2, 3}, options.dtype(at::kLong));
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(input, longs_out, ReduceOp::kSum), "output dtype");
+  at::Tensor wide = at::zeros({7}, options);
+  at::Tensor shifted = wide.narrow(0, 1, 6);
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(wide.narrow(0, 0, 6), shifted, ReduceOp::kSum),
+                       "found an overlap");
+  at::Tensor scattered = at::zeros({2 * n, 3}, options);
+  at::Tensor scatter_out = scattered.narrow(0, 0, 2);
+  DTENSOR_EXPECT_ERROR(comm.reduce_scatter(scattered, scatter_out, ReduceOp::kSum),
+                       "memory apart from the input");
+
+  // The forms along a dim.
+  const std::vector<int64_t> twos(n, 2);
+  at::Tensor along = at::zeros({3, 2 * n}, options);
+  at::Tensor piece = at::zeros({3, 2}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_gather_v(piece, along, twos, 2), "dim: expected a dim in [0, 2)");
+  DTENSOR_EXPECT_ERROR(comm.all_gather_v(piece, along, twos, 0), "output: expected shape");
+  at::Tensor wrong_piece = at::zeros({4, 2}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_gather_v(wrong_piece, along, twos, 1), "input: expected shape");
+  at::Tensor strided = at::zeros({2 * n, 3}, options).t();
+  DTENSOR_EXPECT_ERROR(comm.all_gather_v(piece, strided, twos, 1), "expected a contiguous tensor");
+  at::Tensor three_dims = at::zeros({3, 2, 1}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_gather_v(three_dims, along, twos, 1), "expected 2 dims, found 3");
+  DTENSOR_EXPECT_ERROR(comm.all_to_all_v(along, twos, -1, along, twos, 1), "send_dim: expected");
+  DTENSOR_EXPECT_ERROR(comm.all_to_all_v(along, twos, 1, along, twos, 2), "recv_dim: expected");
+  at::Tensor taller = at::zeros({4, 2 * n}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_to_all_v(along, twos, 1, taller, twos, 1),
+                       "output: expected shape");
+  DTENSOR_EXPECT_ERROR(comm.all_to_all_v(along, too_many, 1, along, twos, 1),
+                       "send_sizes: expected one count per rank");
   DTENSOR_EXPECT_ERROR(comm.send(input, comm.rank()), "expected a rank other than this one");
   if (comm.device().is_cuda()) {
     at::Tensor on_cpu = at::zeros({4});
@@ -337,12 +486,15 @@ void run_all_collective_cases(Communicator& comm) {
     SCOPED_TRACE(::testing::Message() << "dtype " << dtype << ", rank " << comm.rank() << " of "
                                       << comm.size() << " (" << comm.backend_name() << ")");
     check_all_reduce(comm, dtype);
+    check_all_reduce_out_of_place(comm, dtype);
     check_all_gather(comm, dtype);
     check_all_gather_v(comm, dtype);
+    check_all_gather_v_along(comm, dtype);
     check_reduce_scatter(comm, dtype);
     check_reduce_scatter_v(comm, dtype);
     check_all_to_all(comm, dtype);
     check_all_to_all_v(comm, dtype);
+    check_all_to_all_v_along(comm, dtype);
     check_broadcast(comm, dtype);
     check_scatter(comm, dtype);
     check_send_recv(comm, dtype);

@@ -21,13 +21,19 @@ namespace dtensor::testing {
 const std::vector<c10::ScalarType>& collective_test_dtypes();
 
 void check_all_reduce(Communicator& comm, c10::ScalarType dtype);
+// all_reduce(input, output): the input unchanged, output == input allowed.
+void check_all_reduce_out_of_place(Communicator& comm, c10::ScalarType dtype);
 void check_bitwise_all_reduce(Communicator& comm);
 void check_all_gather(Communicator& comm, c10::ScalarType dtype);
 void check_all_gather_v(Communicator& comm, c10::ScalarType dtype);
+// all_gather_v along dims 0, 1 and 2: parts land in strided places.
+void check_all_gather_v_along(Communicator& comm, c10::ScalarType dtype);
 void check_reduce_scatter(Communicator& comm, c10::ScalarType dtype);
 void check_reduce_scatter_v(Communicator& comm, c10::ScalarType dtype);
 void check_all_to_all(Communicator& comm, c10::ScalarType dtype);
 void check_all_to_all_v(Communicator& comm, c10::ScalarType dtype);
+// all_to_all_v cut along dims: one dim both ways, and S(a) -> S(b) and back.
+void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype);
 void check_broadcast(Communicator& comm, c10::ScalarType dtype);
 void check_scatter(Communicator& comm, c10::ScalarType dtype);
 // Ring exchange with send/recv (tag 0); needs size() >= 2 to exchange.

@@ -2,10 +2,11 @@
 //
 // Between placements that cut a dim into consecutive blocks in group order
 // (Shard, Ragged): S(a) -> S(b), Ragged -> Ragged, Shard <-> Ragged. One
-// all-to-all-v whose messages are contiguous row ranges, so packing is one
-// transpose (none when the target splits dim 0) instead of gathering index
-// lists per peer; the generic transition remains for everything else.
+// all-to-all-v whose messages are blocks of slices along one dim, instead of
+// gathering index lists per peer; the generic transition remains for
+// everything else.
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include "dtensor/base/check.h"
 #include "dtensor/redistribute/transition.h"
@@ -35,6 +36,52 @@ int64_t overlap(int64_t begin_a, int64_t length_a, int64_t begin_b, int64_t leng
       0, std::min(begin_a + length_a, begin_b + length_b) - std::max(begin_a, begin_b));
 }
 
+// What the exchange derives from its step alone: the slices this rank sends
+// each member along the target's dim and receives from each along the
+// source's dim.
+struct Exchange {
+  int64_t send_dim = 0;
+  int64_t recv_dim = 0;
+  std::vector<int64_t> send;
+  std::vector<int64_t> recv;
+  std::vector<int64_t> output_shape;
+};
+
+Exchange make_exchange(const StepContext& step, at::IntArrayRef local_shape) {
+  const int64_t a = StepContext::local_split_dim(step.source_placement(), step.source_merged());
+  const int64_t b = StepContext::local_split_dim(step.target_placement(), step.target_merged());
+  const Blocks sources = blocks_of(step, a, /*source=*/true);
+  const Blocks targets = blocks_of(step, b, /*source=*/false);
+  const int64_t n = step.group_size();
+  const int64_t me = step.group_rank();
+  Exchange exchange{b, a, std::vector<int64_t>(n), std::vector<int64_t>(n),
+                    std::vector<int64_t>(local_shape.begin(), local_shape.end())};
+  int64_t received = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    if (a == b) {
+      // One dim cut twice: send each peer the overlap of this rank's interval
+      // with the peer's.
+      exchange.send[p] =
+          overlap(sources.offset[me], sources.length[me], targets.offset[p], targets.length[p]);
+      exchange.recv[p] =
+          overlap(sources.offset[p], sources.length[p], targets.offset[me], targets.length[me]);
+    } else {
+      // Each peer gets its block of dim b; what arrives is the peers' blocks
+      // of dim a, in group order.
+      exchange.send[p] = targets.length[p];
+      exchange.recv[p] = sources.length[p];
+    }
+    received += exchange.recv[p];
+  }
+  exchange.output_shape[b] = targets.length[me];
+  exchange.output_shape[a] = received;
+  const int64_t numel = c10::multiply_integers(exchange.output_shape);
+  DTENSOR_CHECK(numel == step.my_target_layout().local_numel(),
+                "redistribute: internal: block all-to-all receives ", numel, " elements, expected ",
+                step.my_target_layout().local_numel());
+  return exchange;
+}
+
 class BlockAllToAll final : public Transition {
  public:
   std::string_view collective() const override { return "all_to_all_v"; }
@@ -52,71 +99,13 @@ class BlockAllToAll final : public Transition {
     return (n - 1) * step.my_source_layout().local_numel() * step.element_size() / n;
   }
 
+  // Every message is a block of slices along one dim, sent from and received
+  // into place: no pack, join or transpose here.
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    const int64_t a = StepContext::local_split_dim(step.source_placement(), step.source_merged());
-    const int64_t b = StepContext::local_split_dim(step.target_placement(), step.target_merged());
-    const Blocks sources = blocks_of(step, a, /*source=*/true);
-    const Blocks targets = blocks_of(step, b, /*source=*/false);
-    // Rows along the target's dim: every peer's share is a consecutive range.
-    const at::Tensor rows = local.movedim(b, 0).contiguous();
-    const at::Tensor moved = a == b ? same_dim(rows, step, sources, targets)
-                                    : other_dim(rows, step, a < b ? a + 1 : a, sources, targets);
-    return moved.movedim(0, b).contiguous().reshape(step.my_target_layout().local_shape);
-  }
-
- private:
-  // Source and target cut the same dim: send each peer the overlap of this
-  // rank's interval with the peer's; the pieces arrive in order.
-  static at::Tensor same_dim(const at::Tensor& rows, const StepContext& step, const Blocks& sources,
-                             const Blocks& targets) {
-    const int64_t n = step.group_size();
-    const int64_t me = step.group_rank();
-    std::vector<int64_t> send(n), recv(n);
-    int64_t received = 0;
-    for (int64_t p = 0; p < n; ++p) {
-      send[p] =
-          overlap(sources.offset[me], sources.length[me], targets.offset[p], targets.length[p]);
-      recv[p] =
-          overlap(sources.offset[p], sources.length[p], targets.offset[me], targets.length[me]);
-      received += recv[p];
-    }
-    DTENSOR_CHECK(received == targets.length[me], "redistribute: internal: block all-to-all ",
-                  "receives ", received, " rows, expected ", targets.length[me]);
-    std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
-    shape[0] = received;
-    at::Tensor out = at::empty(shape, rows.options());
-    step.communicator()->all_to_all_v(rows, send, out, recv);
-    return out;
-  }
-
-  // Source cuts dim `a` (of the row-major moved tensor), target cuts rows:
-  // send each peer its rows; what arrives is the peers' pieces of dim `a`,
-  // joined in group order.
-  static at::Tensor other_dim(const at::Tensor& rows, const StepContext& step, int64_t a,
-                              const Blocks& sources, const Blocks& targets) {
-    const int64_t n = step.group_size();
-    const int64_t me = step.group_rank();
-    int64_t per_row_and_a = 1;  // elements per (row, index along a)
-    for (int64_t d = 1; d < rows.dim(); ++d) per_row_and_a *= d == a ? 1 : rows.size(d);
-    std::vector<int64_t> send(n), recv(n);
-    int64_t received = 0;
-    for (int64_t p = 0; p < n; ++p) {
-      send[p] = targets.length[p] * sources.length[me] * per_row_and_a;
-      recv[p] = targets.length[me] * sources.length[p] * per_row_and_a;
-      received += recv[p];
-    }
-    at::Tensor flat_out = at::empty({received}, rows.options());
-    step.communicator()->all_to_all_v(rows.reshape({-1}), send, flat_out, recv);
-    std::vector<at::Tensor> pieces;
-    int64_t offset = 0;
-    for (int64_t p = 0; p < n; ++p) {
-      std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
-      shape[0] = targets.length[me];
-      shape[a] = sources.length[p];
-      pieces.push_back(flat_out.narrow(0, offset, recv[p]).view(shape));
-      offset += recv[p];
-    }
-    return at::cat(pieces, a);
+    const Exchange& e = step.derived<Exchange>([&] { return make_exchange(step, local.sizes()); });
+    at::Tensor output = at::empty(e.output_shape, local.options());
+    step.communicator()->all_to_all_v(local, e.send, e.send_dim, output, e.recv, e.recv_dim);
+    return output.reshape(step.my_target_layout().local_shape);
   }
 };
 

@@ -20,6 +20,45 @@ int64_t gathered_dim(const StepContext& step) {
   return StepContext::local_split_dim(step.source_placement(), step.source_merged());
 }
 
+// What a gather derives from its step alone.
+struct Gather {
+  int64_t dim = 0;                    // of the local tensor
+  std::vector<int64_t> sizes;         // each member's extent along `dim`
+  std::vector<int64_t> output_shape;  // the local shape with every piece gathered
+  at::Tensor reorder;  // per target index, where the gather put it; undefined when in order
+};
+
+// For each target index, where the gather put it.
+at::Tensor reorder(const std::vector<int64_t>& gathered, const std::vector<int64_t>& target,
+                   c10::Device device) {
+  absl::flat_hash_map<int64_t, int64_t> position;
+  for (size_t i = 0; i < gathered.size(); ++i) position.emplace(gathered[i], i);
+  std::vector<int64_t> order;
+  order.reserve(target.size());
+  for (int64_t index : target) order.push_back(position.at(index));
+  return at::tensor(order, at::kLong).to(device);
+}
+
+Gather make_gather(const StepContext& step) {
+  Gather gather;
+  gather.dim = gathered_dim(step);
+  std::vector<int64_t> gathered_order;
+  for (int64_t p = 0; p < step.group_size(); ++p) {
+    const std::vector<int64_t>& piece = step.source_layout(p).global_indices[gather.dim];
+    gather.sizes.push_back(static_cast<int64_t>(piece.size()));
+    gathered_order.insert(gathered_order.end(), piece.begin(), piece.end());
+  }
+  const auto target =
+      merged_lists(step.my_target_layout(), step.target().shape(), step.source_merged());
+  for (const std::vector<int64_t>& list : target) {
+    gather.output_shape.push_back(static_cast<int64_t>(list.size()));
+  }
+  if (gathered_order != target[gather.dim]) {
+    gather.reorder = reorder(gathered_order, target[gather.dim], step.communicator()->device());
+  }
+  return gather;
+}
+
 class GatherToReplicate final : public Transition {
  public:
   std::string_view collective() const override { return "all_gather_v"; }
@@ -34,37 +73,14 @@ class GatherToReplicate final : public Transition {
     return (n - 1) * step.my_target_layout().local_numel() * step.element_size() / n;
   }
 
+  // The pieces land in place along the gathered dim; only placements whose
+  // pieces are not consecutive (StridedShard, user placements) reorder.
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    const int64_t dim = gathered_dim(step);
-    const int64_t merged = step.source_merged();
-    at::Tensor input = local.movedim(dim, 0).contiguous();
-    std::vector<int64_t> rows;
-    std::vector<int64_t> gathered_order;
-    for (int64_t p = 0; p < step.group_size(); ++p) {
-      const std::vector<int64_t>& piece = step.source_layout(p).global_indices[dim];
-      rows.push_back(static_cast<int64_t>(piece.size()));
-      gathered_order.insert(gathered_order.end(), piece.begin(), piece.end());
-    }
-    std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().end());
-    out_shape[0] = static_cast<int64_t>(gathered_order.size());
-    at::Tensor output = at::empty(out_shape, local.options());
-    step.communicator()->all_gather_v(input, output, rows);
-    const auto target = merged_lists(step.my_target_layout(), step.target().shape(), merged);
-    if (gathered_order != target[dim])
-      output = output.index_select(0, reorder(gathered_order, target[dim], local.device()));
-    return output.movedim(0, dim).contiguous().reshape(step.my_target_layout().local_shape);
-  }
-
- private:
-  // For each target index, where the gather put it.
-  static at::Tensor reorder(const std::vector<int64_t>& gathered,
-                            const std::vector<int64_t>& target, c10::Device device) {
-    absl::flat_hash_map<int64_t, int64_t> position;
-    for (size_t i = 0; i < gathered.size(); ++i) position.emplace(gathered[i], i);
-    std::vector<int64_t> order;
-    order.reserve(target.size());
-    for (int64_t index : target) order.push_back(position.at(index));
-    return at::tensor(order, at::kLong).to(device);
+    const Gather& gather = step.derived<Gather>([&] { return make_gather(step); });
+    at::Tensor output = at::empty(gather.output_shape, local.options());
+    step.communicator()->all_gather_v(local, output, gather.sizes, gather.dim);
+    if (gather.reorder.defined()) output = output.index_select(gather.dim, gather.reorder);
+    return output.reshape(step.my_target_layout().local_shape);
   }
 };
 

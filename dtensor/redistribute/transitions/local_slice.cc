@@ -14,7 +14,9 @@ namespace {
 
 using redistribute_internal::gather_positions;
 using redistribute_internal::merge_leading_dims;
+using redistribute_internal::MergedLocal;
 using redistribute_internal::shared_positions;
+using redistribute_internal::SharedPositions;
 
 class LocalSlice final : public Transition {
  public:
@@ -30,16 +32,30 @@ class LocalSlice final : public Transition {
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
+    const Slice& slice = step.derived<Slice>([&] { return make_slice(local, step); });
+    at::Tensor kept = gather_positions(local.reshape(slice.merged_shape), slice.positions);
+    // A redistribute's result never shares memory with its source.
+    if (kept.is_alias_of(local)) kept = kept.clone();
+    return kept.reshape(step.my_target_layout().local_shape);
+  }
+
+ private:
+  // What a local slice derives from its step alone.
+  struct Slice {
+    std::vector<int64_t> merged_shape;  // the source with the target's dims merged into rows
+    std::vector<std::vector<int64_t>> positions;  // per dim, in the source, in target order
+  };
+
+  static Slice make_slice(const at::Tensor& local, const StepContext& step) {
     const LocalLayout& target = step.my_target_layout();
-    const auto merged = merge_leading_dims(local, step.my_source_layout(), step.source().shape(),
-                                           target.merged_leading_dims);
-    // Positions in the source of each target index, in target order.
-    const auto positions = shared_positions(target.global_indices, merged.lists);
+    const MergedLocal merged = merge_leading_dims(
+        local, step.my_source_layout(), step.source().shape(), target.merged_leading_dims);
+    SharedPositions positions = shared_positions(target.global_indices, merged.lists);
     const int64_t needed = target.local_numel();
     DTENSOR_CHECK(positions.numel() == needed, "redistribute: internal: a local slice to ",
                   placements_to_string(step.target().placements()), " found ", positions.numel(),
                   " of the ", needed, " elements it needs");
-    return gather_positions(merged.local, positions.wanted).reshape(target.local_shape);
+    return {merged.local.sizes().vec(), std::move(positions.wanted)};
   }
 };
 

@@ -31,9 +31,10 @@ class PartialToReplicate final : public Transition {
     return 2 * (n - 1) * step.my_source_layout().local_numel() * step.element_size() / n;
   }
 
+  // Out of place: the source keeps its values without a copy being made.
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    at::Tensor result = local.clone();
-    step.communicator()->all_reduce(result, *step.source_placement().partial_op());
+    at::Tensor result = at::empty(local.sizes(), local.options());
+    step.communicator()->all_reduce(local, result, *step.source_placement().partial_op());
     return result;
   }
 };
@@ -42,6 +43,26 @@ class PartialToReplicate final : public Transition {
 int64_t block_dim(const StepContext& step) {
   if (!step.target_placement().splits_into_ordered_blocks()) return -1;
   return StepContext::local_split_dim(step.target_placement(), step.target_merged());
+}
+
+// What a reduce-scatter derives from its step alone.
+struct Scatter {
+  int64_t dim = 0;                    // of the merged local tensor
+  std::vector<int64_t> rows;          // each member's block along `dim`
+  std::vector<int64_t> output_shape;  // this rank's block, `dim` moved first
+};
+
+Scatter make_scatter(const StepContext& step, const at::Tensor& merged_local) {
+  Scatter scatter;
+  scatter.dim = block_dim(step);
+  for (int64_t p = 0; p < step.group_size(); ++p) {
+    scatter.rows.push_back(
+        static_cast<int64_t>(step.target_layout(p).global_indices[scatter.dim].size()));
+  }
+  const at::Tensor moved = merged_local.movedim(scatter.dim, 0);
+  scatter.output_shape.assign(moved.sizes().begin(), moved.sizes().end());
+  scatter.output_shape[0] = scatter.rows[step.group_rank()];
+  return scatter;
 }
 
 class PartialToBlocks final : public Transition {
@@ -60,20 +81,15 @@ class PartialToBlocks final : public Transition {
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const LocalLayout& target = step.my_target_layout();
-    const int64_t dim = block_dim(step);
     const auto merged = merge_leading_dims(local, step.my_source_layout(), step.source().shape(),
                                            target.merged_leading_dims);
-    at::Tensor input = merged.local.movedim(dim, 0).contiguous();
-    std::vector<int64_t> rows;
-    for (int64_t p = 0; p < step.group_size(); ++p) {
-      rows.push_back(static_cast<int64_t>(step.target_layout(p).global_indices[dim].size()));
-    }
-    std::vector<int64_t> out_shape(input.sizes().begin(), input.sizes().end());
-    out_shape[0] = rows[step.group_rank()];
-    at::Tensor output = at::empty(out_shape, local.options());
-    step.communicator()->reduce_scatter_v(input, output, rows,
+    const Scatter& scatter =
+        step.derived<Scatter>([&] { return make_scatter(step, merged.local); });
+    at::Tensor input = merged.local.movedim(scatter.dim, 0).contiguous();
+    at::Tensor output = at::empty(scatter.output_shape, local.options());
+    step.communicator()->reduce_scatter_v(input, output, scatter.rows,
                                           *step.source_placement().partial_op());
-    return output.movedim(0, dim).contiguous().reshape(target.local_shape);
+    return output.movedim(0, scatter.dim).contiguous().reshape(target.local_shape);
   }
 };
 
