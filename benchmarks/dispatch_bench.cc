@@ -15,6 +15,7 @@
 //
 //   benchmarks/dispatch_bench --benchmark_repetitions=3
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
 #include <chrono>

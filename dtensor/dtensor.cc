@@ -136,7 +136,7 @@ DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
       const LocalLayout layout = spread->layout_at(coordinate_of(member, mesh.shape()));
       pieces.push_back(gather_positions(
           merged.local,
-          redistribute_internal::shared_positions(layout.global_indices, merged.lists).wanted));
+          redistribute_internal::shared_positions(layout.global_indices(), merged.lists).wanted));
       send_counts[member] = pieces.back().numel();
     }
   }

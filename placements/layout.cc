@@ -1,6 +1,11 @@
 // Copyright 2026 The dtensor Authors.
 #include "placements/layout.h"
 
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <optional>
+
 #include "dtensor/base/check.h"
 
 namespace dtensor {
@@ -47,10 +52,11 @@ int64_t merged_leading_dims(const std::vector<PlacementPtr>& placements) {
   return merged;
 }
 
-LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
-                                 const std::vector<int64_t>& mesh_shape,
-                                 const std::vector<int64_t>& coordinate,
-                                 const std::vector<PlacementPtr>& placements) {
+namespace {
+
+void check_layout_arguments(const std::vector<int64_t>& global_shape,
+                            const std::vector<int64_t>& mesh_shape,
+                            const std::vector<int64_t>& coordinate) {
   DTENSOR_CHECK(coordinate.size() == mesh_shape.size(), "layout: coordinate: expected ",
                 mesh_shape.size(), " values, found ", coordinate.size());
   for (size_t i = 0; i < mesh_shape.size(); ++i) {
@@ -61,22 +67,92 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
     DTENSOR_CHECK(extent >= 0, "layout: global shape: expected non-negative sizes, found ",
                   c10::IntArrayRef(global_shape));
   }
+}
+
+// The index lists, by composing every placement's `restrict`.
+LayoutIndices restricted_indices(const std::vector<int64_t>& global_shape,
+                                 const std::vector<int64_t>& mesh_shape,
+                                 const std::vector<int64_t>& coordinate,
+                                 const std::vector<PlacementPtr>& normalized, int64_t merged) {
+  LayoutIndices indices(global_shape, merged);
+  for (size_t i = 0; i < normalized.size(); ++i) {
+    normalized[i]->restrict(indices, mesh_shape[i], coordinate[i]);
+  }
+  return indices;
+}
+
+// The box each dim keeps when every splitting placement holds one block of
+// what it splits; nullopt when some placement does not.
+std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& global_shape,
+                                                    const std::vector<int64_t>& mesh_shape,
+                                                    const std::vector<int64_t>& coordinate,
+                                                    const std::vector<PlacementPtr>& normalized) {
+  std::vector<ChunkRange> ranges;
+  for (int64_t extent : global_shape) ranges.push_back({0, extent});
+  for (size_t i = 0; i < normalized.size(); ++i) {
+    const Placement& p = *normalized[i];
+    if (p.merged_leading_dims() > 0) return std::nullopt;
+    const std::optional<int64_t> dim = p.split_dim();
+    if (!dim) continue;
+    ChunkRange& range = ranges[*dim];
+    const std::optional<ChunkRange> block =
+        p.block_of(range.end - range.begin, mesh_shape[i], coordinate[i]);
+    if (!block) return std::nullopt;
+    range = {range.begin + block->begin, range.begin + block->end};
+  }
+  return ranges;
+}
+
+}  // namespace
+
+struct LocalLayout::IndexLists {
+  std::once_flag once;
+  std::function<std::vector<std::vector<int64_t>>()> make;
+  std::vector<std::vector<int64_t>> lists;
+};
+
+const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
+  std::call_once(index_lists->once, [this] { index_lists->lists = index_lists->make(); });
+  return index_lists->lists;
+}
+
+LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
+                                 const std::vector<int64_t>& mesh_shape,
+                                 const std::vector<int64_t>& coordinate,
+                                 const std::vector<PlacementPtr>& placements) {
+  check_layout_arguments(global_shape, mesh_shape, coordinate);
   const std::vector<PlacementPtr> normalized =
       normalize_placements(placements, static_cast<int64_t>(global_shape.size()), mesh_shape);
   LocalLayout layout;
   layout.merged_leading_dims = merged_leading_dims(normalized);
-  LayoutIndices indices(global_shape, layout.merged_leading_dims);
-  const LayoutIndices full = indices;
-  for (size_t i = 0; i < normalized.size(); ++i) {
-    normalized[i]->restrict(indices, mesh_shape[i], coordinate[i]);
+  layout.index_lists = std::make_shared<LocalLayout::IndexLists>();
+  if (auto ranges = block_ranges(global_shape, mesh_shape, coordinate, normalized)) {
+    for (size_t d = 0; d < ranges->size(); ++d) {
+      const ChunkRange& r = (*ranges)[d];
+      layout.local_shape.push_back(r.end - r.begin);
+      layout.global_offset.push_back(r.end > r.begin ? r.begin : global_shape[d]);
+    }
+    layout.index_lists->make = [ranges = *ranges] {
+      std::vector<std::vector<int64_t>> lists;
+      for (const ChunkRange& r : ranges) {
+        lists.emplace_back(r.end - r.begin);
+        std::iota(lists.back().begin(), lists.back().end(), r.begin);
+      }
+      return lists;
+    };
+    return layout;
   }
+  const LayoutIndices indices =
+      restricted_indices(global_shape, mesh_shape, coordinate, normalized, layout.merged_leading_dims);
+  const LayoutIndices full(global_shape, layout.merged_leading_dims);
   for (size_t d = 0; d < indices.lists().size(); ++d) {
     const std::vector<int64_t>& held = indices.lists()[d];
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
     layout.global_offset.push_back(held.empty() ? static_cast<int64_t>(full.lists()[d].size())
                                                 : held.front());
   }
-  layout.global_indices = indices.lists();
+  std::call_once(layout.index_lists->once,
+                 [&] { layout.index_lists->lists = indices.lists(); });
   return layout;
 }
 

@@ -13,10 +13,11 @@
 //       dtensor::parse_placements("SS(0,2),S(0)"));
 //   layout.local_shape;     // {2, 5}
 //   layout.global_offset;   // {10, 0}
-//   layout.global_indices;  // {{10, 11}, {0, 1, 2, 3, 4}}
+//   layout.global_indices();  // {{10, 11}, {0, 1, 2, 3, 4}}
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -45,13 +46,19 @@ struct LocalLayout {
   // Per local dim, the first global index held, or the global size of that
   // dim when nothing is held (an empty shard's offset is the dim size).
   std::vector<int64_t> global_offset;
-  // Per local dim, every global index held, in local order.
-  std::vector<std::vector<int64_t>> global_indices;
   // The leading dims merged into rows (1: none).
   int64_t merged_leading_dims = 1;
 
   // Elements of the local tensor.
   int64_t local_numel() const;
+  // Per local dim, every global index held, in local order. Made on first
+  // use and kept: a layout of Shard, Replicate and Partial placements is a
+  // box, known from shapes alone, and most callers never need the lists
+  // (which cost one integer per index of the dim).
+  const std::vector<std::vector<int64_t>>& global_indices() const;
+
+  struct IndexLists;
+  std::shared_ptr<IndexLists> index_lists;
 };
 
 // The layout of the rank at `coordinate` of a mesh of `mesh_shape`.

@@ -69,6 +69,13 @@ class LayoutIndices {
   std::vector<std::vector<int64_t>> lists_;
 };
 
+// torch.chunk's split of `length` items into `n` pieces: piece `r` is
+// [begin, end) with chunk = ceil(length / n); trailing pieces may be empty.
+struct ChunkRange {
+  int64_t begin;
+  int64_t end;
+};
+
 class Placement;
 using PlacementPtr = std::shared_ptr<const Placement>;
 
@@ -123,6 +130,14 @@ class Placement {
   // ranks (e.g. Ragged units of the wrong length). Default: any n.
   virtual void check_mesh_dim_size(int64_t n) const {}
 
+  // When this placement keeps ONE contiguous block of the `length` indices
+  // it splits (torch.chunk's Shard), that block for coordinate `r` of `n`;
+  // nullopt otherwise (the default). Layouts made only of such placements
+  // are computed from sizes, without index lists.
+  virtual std::optional<ChunkRange> block_of(int64_t length, int64_t n, int64_t r) const {
+    return std::nullopt;
+  }
+
   // Whether this placement fills `role` in sharding rules (see RuleRole).
   // Default: no role, so a user placement joins rules only where it says so.
   virtual bool fills_role(RuleRole role) const { return false; }
@@ -148,12 +163,6 @@ struct PlacementListHash {
   size_t operator()(const std::vector<PlacementPtr>& placements) const;
 };
 
-// torch.chunk's split of `length` items into `n` pieces: piece `r` is
-// [begin, end) with chunk = ceil(length / n); trailing pieces may be empty.
-struct ChunkRange {
-  int64_t begin;
-  int64_t end;
-};
 ChunkRange torch_chunk_range(int64_t length, int64_t n, int64_t r);
 
 // Keeps positions [range.begin, range.end) of `indices`.

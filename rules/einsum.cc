@@ -104,7 +104,10 @@ class EinsumStrategy {
     PlacementPtr out = kept ? move_for_role(split, role, out_pos, false)
                             : (split.fills_role(role) ? Partial::make(ReduceOp::kSum) : nullptr);
     if (out == nullptr) return std::nullopt;
-    if (with_addend_) row.inputs.push_back(addend_placement(call, out));
+    if (with_addend_) {
+      row.inputs.push_back(addend_placement(call, out));
+      if (row.inputs.back() == nullptr) return std::nullopt;
+    }
     for (const std::string& letters : eq_.inputs) {
       const auto pos = letters.find(letter);
       if (pos == std::string::npos) {
@@ -130,18 +133,20 @@ class EinsumStrategy {
   }
 
   // The addend is broadcast against the output: it follows the output's
-  // split where it has the dim, and is Replicate where it broadcasts.
+  // split where it has the dim, and is Replicate where it broadcasts;
+  // nullptr when it holds the dim but cannot be split like the output.
   PlacementPtr addend_placement(const OpCall& call, const PlacementPtr& out) const {
-    if (!out->split_dim()) return out;  // Partial(sum) or Replicate alike
+    const auto out_dim = split_dim_of(*out);
+    if (!out_dim) return out;  // Partial(sum) or Replicate alike
     const DTensorSpec& addend = *call.input(0).spec;
     const int64_t out_ndim = static_cast<int64_t>(eq_.output.size());
-    const int64_t dim = *out->split_dim() - (out_ndim - addend.ndim());
+    const int64_t dim = *out_dim - (out_ndim - addend.ndim());
     const auto out_shape = output_shapes(call)[0];
-    if (dim < 0 || (addend.shape()[dim] == 1 && out_shape[*out->split_dim()] != 1)) {
+    if (dim < 0 || (addend.shape()[dim] == 1 && out_shape[*out_dim] != 1)) {
       return Replicate::make();
     }
-    PlacementPtr moved = out->moved_to_dim(dim);
-    return moved ? moved : Replicate::make();
+    // nullptr: the addend holds the dim but cannot be split like the output.
+    return move_for_role(*out, RuleRole::kPassThrough, dim, addend.ndim() == out_ndim);
   }
 
   Equation eq_;

@@ -37,6 +37,8 @@ std::string op_name_of(const c10::OperatorHandle& op) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
+}  // namespace
+
 OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
                  const DispatchModes& modes) {
   const DeviceMesh* mesh = nullptr;
@@ -66,6 +68,8 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
   });
   return OpCall(op, arguments, std::move(inputs), *mesh);
 }
+
+namespace {
 
 at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
   if (!is_dtensor(t)) return t;

@@ -17,6 +17,11 @@ struct DispatchModes {
   bool implicit_replication = false;
 };
 
+// The call as rules see it: every tensor argument with its spec. Throws for
+// DTensors on different meshes and for plain tensors that may not mix in.
+OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+                 const DispatchModes& modes);
+
 // Replaces the op's arguments on `stack` by its (wrapped) results.
 // `mode_bits` identifies `modes` in the propagation cache key.
 void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,

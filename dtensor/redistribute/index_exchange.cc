@@ -104,17 +104,17 @@ void scatter_positions(at::Tensor& out, const std::vector<std::vector<int64_t>>&
 std::vector<std::vector<int64_t>> merged_lists(const LocalLayout& layout,
                                                const std::vector<int64_t>& global_shape,
                                                int64_t merged) {
-  if (merged <= layout.merged_leading_dims) return layout.global_indices;
+  if (merged <= layout.merged_leading_dims) return layout.global_indices();
   int64_t rows = 1;
   for (int64_t d = 0; d < merged; ++d) {
-    DTENSOR_CHECK(static_cast<int64_t>(layout.global_indices[d].size()) == global_shape[d],
+    DTENSOR_CHECK(static_cast<int64_t>(layout.global_indices()[d].size()) == global_shape[d],
                   "redistribute: internal: merging tensor dim ", d,
                   " into rows needs all of it on every rank");
     rows *= global_shape[d];
   }
   std::vector<std::vector<int64_t>> lists(1, std::vector<int64_t>(rows));
   std::iota(lists[0].begin(), lists[0].end(), int64_t{0});
-  lists.insert(lists.end(), layout.global_indices.begin() + merged, layout.global_indices.end());
+  lists.insert(lists.end(), layout.global_indices().begin() + merged, layout.global_indices().end());
   return lists;
 }
 

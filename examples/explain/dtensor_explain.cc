@@ -181,8 +181,8 @@ bool is_full_range(const std::vector<int64_t>& indices, int64_t extent) {
 std::string split_indices_cell(const dtensor::LocalLayout& layout,
                                const std::vector<int64_t>& shape) {
   std::vector<std::string> pieces;
-  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
-    const std::vector<int64_t>& held = layout.global_indices[d];
+  for (size_t d = 0; d < layout.global_indices().size(); ++d) {
+    const std::vector<int64_t>& held = layout.global_indices()[d];
     if (is_full_range(held, global_extent(shape, layout.merged_leading_dims, d))) continue;
     pieces.push_back(
         absl::StrCat(local_dim_label(layout.merged_leading_dims, d), "=[", index_runs(held), "]"));
@@ -195,7 +195,7 @@ std::string layout_json_line(int64_t rank, const std::vector<int64_t>& coordinat
   std::string line = absl::StrCat("{\"rank\":", rank, ",\"coordinate\":", json_array(coordinate),
                                   ",\"local_shape\":", json_array(layout.local_shape),
                                   ",\"global_offset\":", json_array(layout.global_offset));
-  if (with_indices) absl::StrAppend(&line, ",\"indices\":", json_array(layout.global_indices));
+  if (with_indices) absl::StrAppend(&line, ",\"indices\":", json_array(layout.global_indices()));
   return line + "}\n";
 }
 

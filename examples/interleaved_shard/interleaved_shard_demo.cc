@@ -61,8 +61,8 @@ int main() {
     const dtensor::LocalLayout layout = dtensor::compute_local_layout(
         qkv.sizes(), mesh.shape(), mesh.coordinate(), qkv.placements());
     before[rank] = "  rank " + std::to_string(rank) + " holds rows " +
-                   join(layout.global_indices[0]) + ":\n" +
-                   describe_rows(qkv.to_local(), layout.global_indices[0]);
+                   join(layout.global_indices()[0]) + ":\n" +
+                   describe_rows(qkv.to_local(), layout.global_indices()[0]);
 
     const std::vector<dtensor::PlacementPtr> rows = dtensor::parse_placements("S(0)");
     dtensor::CollectiveCounter counter;
@@ -71,7 +71,7 @@ int main() {
     const dtensor::LocalLayout row_layout = dtensor::compute_local_layout(
         sharded.sizes(), mesh.shape(), mesh.coordinate(), sharded.placements());
     after[rank] = "  rank " + std::to_string(rank) + " holds rows " +
-                  join(row_layout.global_indices[0]) + " (" + std::to_string(collectives) +
+                  join(row_layout.global_indices()[0]) + " (" + std::to_string(collectives) +
                   " collective)\n";
 
     const bool equal =

@@ -72,7 +72,7 @@ TEST(LayoutTest, DesignCaseFsdpOverTensorParallel) {
   expect_layouts({18, 2}, {4, 2}, "SS(0,2),S(0)", expected);
   LocalLayout rank1 =
       compute_local_layout({18, 2}, {4, 2}, {0, 1}, parse_placements("SS(0,2),S(0)"));
-  EXPECT_EQ(rank1.global_indices[0], (Shape{9, 10, 11}));
+  EXPECT_EQ(rank1.global_indices()[0], (Shape{9, 10, 11}));
 }
 
 TEST(LayoutTest, DesignCaseStridedUneven) {
@@ -88,7 +88,7 @@ TEST(LayoutTest, StridedShardInterleavesChunks) {
   // L=9, split_factor=2, n=4: [0,1,5], [2,3,6], [4,7], [8].
   const std::vector<Shape> want = {{0, 1, 5}, {2, 3, 6}, {4, 7}, {8}};
   for (int64_t r = 0; r < 4; ++r) {
-    EXPECT_EQ(compute_local_layout({9}, {4}, {r}, {StridedShard::make(0, 2)}).global_indices[0],
+    EXPECT_EQ(compute_local_layout({9}, {4}, {r}, {StridedShard::make(0, 2)}).global_indices()[0],
               want[r]);
   }
 }
@@ -113,7 +113,7 @@ TEST(LayoutTest, RaggedMergesLeadingDims) {
       compute_local_layout({2, 3, 4}, {2}, {1}, parse_placements("RG(dims=2,units=[1,2])"));
   EXPECT_EQ(first.local_shape, (Shape{2, 4}));
   EXPECT_EQ(second.local_shape, (Shape{4, 4}));
-  EXPECT_EQ(second.global_indices[0], (Shape{2, 3, 4, 5}));
+  EXPECT_EQ(second.global_indices()[0], (Shape{2, 3, 4, 5}));
   EXPECT_EQ(second.merged_leading_dims, 2);
   // A trailing dim may still be split on another mesh dim.
   LocalLayout both = compute_local_layout({2, 3, 4}, {2, 2}, {1, 1},
@@ -203,8 +203,8 @@ at::Tensor brute_force_local(const Shape& global, const Shape& mesh, const Shape
 at::Tensor gather_by_layout(const Shape& global, const LocalLayout& layout) {
   at::Tensor t = at::arange(c10::multiply_integers(global), at::kLong).reshape(global);
   if (layout.merged_leading_dims > 1) t = t.flatten(0, layout.merged_leading_dims - 1);
-  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
-    t = t.index_select(d, at::tensor(layout.global_indices[d], at::kLong));
+  for (size_t d = 0; d < layout.global_indices().size(); ++d) {
+    t = t.index_select(d, at::tensor(layout.global_indices()[d], at::kLong));
   }
   return t;
 }

@@ -66,21 +66,21 @@ TEST(InterleavedShardTest, MergedQkvLayout) {
   // Dim 12 = Q [0..3], K [4..7], V [8..11]; 2 ranks.
   LocalLayout r0 = compute_local_layout({12}, {2}, {0}, {is});
   LocalLayout r1 = compute_local_layout({12}, {2}, {1}, {is});
-  EXPECT_EQ(r0.global_indices[0], (Indices{0, 1, 4, 5, 8, 9}));
-  EXPECT_EQ(r1.global_indices[0], (Indices{2, 3, 6, 7, 10, 11}));
+  EXPECT_EQ(r0.global_indices()[0], (Indices{0, 1, 4, 5, 8, 9}));
+  EXPECT_EQ(r1.global_indices()[0], (Indices{2, 3, 6, 7, 10, 11}));
   EXPECT_EQ(r0.local_shape, (Shape{6}));
   EXPECT_EQ(r0.global_offset, (Shape{0}));
   EXPECT_EQ(r1.global_offset, (Shape{2}));
 
   // 4 ranks: one row of each block.
   for (int64_t r = 0; r < 4; ++r) {
-    EXPECT_EQ(compute_local_layout({12, 4}, {4}, {r}, {is}).global_indices[0],
+    EXPECT_EQ(compute_local_layout({12, 4}, {4}, {r}, {is}).global_indices()[0],
               (Indices{r, 4 + r, 8 + r}));
   }
   // Blocks of 5 over 2 ranks follow torch.chunk inside each block: 3 + 2.
-  EXPECT_EQ(compute_local_layout({15}, {2}, {0}, {is}).global_indices[0],
+  EXPECT_EQ(compute_local_layout({15}, {2}, {0}, {is}).global_indices()[0],
             (Indices{0, 1, 2, 5, 6, 7, 10, 11, 12}));
-  EXPECT_EQ(compute_local_layout({15}, {2}, {1}, {is}).global_indices[0],
+  EXPECT_EQ(compute_local_layout({15}, {2}, {1}, {is}).global_indices()[0],
             (Indices{3, 4, 8, 9, 13, 14}));
   // Blocks of 2 over 4 ranks: the last two ranks hold nothing, offset = size.
   LocalLayout empty = compute_local_layout({6, 3}, {4}, {3}, {is});
@@ -89,12 +89,12 @@ TEST(InterleavedShardTest, MergedQkvLayout) {
 
   // Nested on a 2-D mesh: S(0) halves the dim, then IS(0,3) interleaves each half.
   const std::vector<PlacementPtr> nested = {Shard::make(0), is};
-  EXPECT_EQ(compute_local_layout({12}, {2, 2}, {1, 0}, nested).global_indices[0],
+  EXPECT_EQ(compute_local_layout({12}, {2, 2}, {1, 0}, nested).global_indices()[0],
             (Indices{6, 8, 10}));
   // IS(0,3) then S(1): dim 0 interleaved, dim 1 chunked.
   LocalLayout two = compute_local_layout({12, 5}, {2, 2}, {1, 1}, {is, Shard::make(1)});
-  EXPECT_EQ(two.global_indices[0], (Indices{2, 3, 6, 7, 10, 11}));
-  EXPECT_EQ(two.global_indices[1], (Indices{3, 4}));
+  EXPECT_EQ(two.global_indices()[0], (Indices{2, 3, 6, 7, 10, 11}));
+  EXPECT_EQ(two.global_indices()[1], (Indices{3, 4}));
 }
 
 // ---------------------------------------------------------------------------

@@ -17,8 +17,8 @@ at::Tensor expected_local(const at::Tensor& global, const DeviceMesh& mesh,
       compute_local_layout(global.sizes().vec(), mesh.shape(), mesh.coordinate(), normalized);
   at::Tensor t = global;
   if (layout.merged_leading_dims > 1) t = t.flatten(0, layout.merged_leading_dims - 1);
-  for (size_t d = 0; d < layout.global_indices.size(); ++d) {
-    t = t.index_select(static_cast<int64_t>(d), at::tensor(layout.global_indices[d], at::kLong));
+  for (size_t d = 0; d < layout.global_indices().size(); ++d) {
+    t = t.index_select(static_cast<int64_t>(d), at::tensor(layout.global_indices()[d], at::kLong));
   }
   for (size_t m = 0; m < normalized.size(); ++m) {
     const std::optional<ReduceOp> op = normalized[m]->partial_op();

@@ -24,7 +24,7 @@ Blocks blocks_of(const StepContext& step, int64_t dim, bool source) {
   int64_t offset = 0;
   for (int64_t p = 0; p < step.group_size(); ++p) {
     const LocalLayout& layout = source ? step.source_layout(p) : step.target_layout(p);
-    blocks.length.push_back(static_cast<int64_t>(layout.global_indices[dim].size()));
+    blocks.length.push_back(static_cast<int64_t>(layout.global_indices()[dim].size()));
     blocks.offset.push_back(offset);
     offset += blocks.length.back();
   }

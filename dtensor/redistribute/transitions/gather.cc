@@ -44,7 +44,7 @@ Gather make_gather(const StepContext& step) {
   gather.dim = gathered_dim(step);
   std::vector<int64_t> gathered_order;
   for (int64_t p = 0; p < step.group_size(); ++p) {
-    const std::vector<int64_t>& piece = step.source_layout(p).global_indices[gather.dim];
+    const std::vector<int64_t>& piece = step.source_layout(p).global_indices()[gather.dim];
     gather.sizes.push_back(static_cast<int64_t>(piece.size()));
     gathered_order.insert(gathered_order.end(), piece.begin(), piece.end());
   }

@@ -46,8 +46,8 @@ class GenericAllToAll final : public Transition {
       const SharedPositions out = sends_to(step, p);
       send_counts[p] = out.numel();
       if (send_counts[p] > 0) outgoing.push_back(gather_positions(local, out.held));
-      incoming[p] = shared_positions(step.source_layout(p).global_indices,
-                                     step.my_target_layout().global_indices);
+      incoming[p] = shared_positions(step.source_layout(p).global_indices(),
+                                     step.my_target_layout().global_indices());
       recv_counts[p] = incoming[p].numel();
       received += recv_counts[p];
     }
@@ -69,8 +69,8 @@ class GenericAllToAll final : public Transition {
 
  private:
   static SharedPositions sends_to(const StepContext& step, int64_t member) {
-    return shared_positions(step.my_source_layout().global_indices,
-                            step.target_layout(member).global_indices);
+    return shared_positions(step.my_source_layout().global_indices(),
+                            step.target_layout(member).global_indices());
   }
 };
 

@@ -50,7 +50,7 @@ class LocalSlice final : public Transition {
     const LocalLayout& target = step.my_target_layout();
     const MergedLocal merged = merge_leading_dims(
         local, step.my_source_layout(), step.source().shape(), target.merged_leading_dims);
-    SharedPositions positions = shared_positions(target.global_indices, merged.lists);
+    SharedPositions positions = shared_positions(target.global_indices(), merged.lists);
     const int64_t needed = target.local_numel();
     DTENSOR_CHECK(positions.numel() == needed, "redistribute: internal: a local slice to ",
                   placements_to_string(step.target().placements()), " found ", positions.numel(),

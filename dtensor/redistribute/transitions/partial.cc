@@ -57,7 +57,7 @@ Scatter make_scatter(const StepContext& step, const at::Tensor& merged_local) {
   scatter.dim = block_dim(step);
   for (int64_t p = 0; p < step.group_size(); ++p) {
     scatter.rows.push_back(
-        static_cast<int64_t>(step.target_layout(p).global_indices[scatter.dim].size()));
+        static_cast<int64_t>(step.target_layout(p).global_indices()[scatter.dim].size()));
   }
   const at::Tensor moved = merged_local.movedim(scatter.dim, 0);
   scatter.output_shape.assign(moved.sizes().begin(), moved.sizes().end());

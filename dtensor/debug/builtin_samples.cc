@@ -1,0 +1,93 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/debug/builtin_samples.cc: sample calls the rule verifier runs for
+// the built-in rule families. Values are small integers (exact in float),
+// shapes split unevenly over 4 ranks.
+#include <ATen/ATen.h>
+
+#include "dtensor/debug/rule_verifier.h"
+
+namespace dtensor {
+namespace {
+
+at::Tensor values(std::vector<int64_t> shape, int64_t seed = 0) {
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  return (at::arange(numel, at::kLong).add(seed).remainder(7) - 3).to(at::kFloat).reshape(shape);
+}
+
+at::Tensor positive(std::vector<int64_t> shape, int64_t seed = 0) {
+  return values(std::move(shape), seed).abs().add(1);
+}
+
+SampleCall call(std::string op, std::vector<c10::IValue> arguments) {
+  return {std::move(op), std::move(arguments)};
+}
+
+}  // namespace
+
+std::vector<SampleCall> builtin_samples() {
+  const at::Tensor a = values({5, 6}), b = values({5, 6}, 2), row = values({6}, 1);
+  const at::Tensor col = values({5, 1}, 3), p = positive({5, 6});
+  const at::Tensor m1 = values({5, 7}), m2 = values({7, 6}, 1), v = values({7}, 2);
+  const at::Tensor b1 = values({3, 5, 7}), b2 = values({3, 7, 6}, 1), x3 = values({3, 5, 6});
+  const c10::optional<at::ScalarType> no_dtype;
+  std::vector<SampleCall> s = {
+      call("aten::add.Tensor", {a, b, 1}),
+      call("aten::add.Tensor", {a, row, 2}),
+      call("aten::sub.Tensor", {a, col, 1}),
+      call("aten::mul.Tensor", {a, b}),
+      call("aten::mul.Tensor", {a, row}),
+      call("aten::mul.Scalar", {a, 3}),
+      call("aten::div.Tensor", {a, p}),
+      call("aten::neg", {a}),
+      call("aten::maximum", {a, b}),
+      call("aten::relu", {a}),
+      call("aten::exp", {a}),
+      call("aten::where.self", {a.gt(0), a, b}),
+      call("aten::add_.Tensor", {a, b, 1}),
+      call("aten::mul_.Tensor", {a, b}),
+      call("aten::clone", {a, c10::IValue()}),
+      call("aten::mm", {m1, m2}),
+      call("aten::addmm", {row, m1, m2, 1, 1}),
+      call("aten::mv", {m1, v}),
+      call("aten::dot", {v, values({7}, 4)}),
+      call("aten::bmm", {b1, b2}),
+      call("aten::baddbmm", {x3, b1, b2, 1, 1}),
+      call("aten::sum.dim_IntList", {a, std::vector<int64_t>{0}, false, no_dtype}),
+      call("aten::sum.dim_IntList", {x3, std::vector<int64_t>{1, 2}, true, no_dtype}),
+      call("aten::sum", {a, no_dtype}),
+      call("aten::mean.dim", {a, std::vector<int64_t>{1}, false, no_dtype}),
+      call("aten::mean.dim", {a, std::vector<int64_t>{0}, true, no_dtype}),
+      call("aten::amax", {a, std::vector<int64_t>{0}, false}),
+      call("aten::amin", {a, std::vector<int64_t>{1}, true}),
+      call("aten::argmax", {a, 1, false}),
+      call("aten::var.correction", {a, std::vector<int64_t>{0}, c10::IValue(1), false}),
+      call("aten::_softmax", {a, 1, false}),
+      call("aten::_log_softmax", {a, 0, false}),
+      call("aten::view", {a, std::vector<int64_t>{30}}),
+      call("aten::view", {values({4, 8}), std::vector<int64_t>{32}}),
+      call("aten::view", {values({8, 4}), std::vector<int64_t>{2, 4, 4}}),
+      call("aten::t", {a}),
+      call("aten::transpose.int", {x3, 0, 2}),
+      call("aten::permute", {x3, std::vector<int64_t>{2, 0, 1}}),
+      call("aten::unsqueeze", {a, 1}),
+      call("aten::squeeze.dim", {col, 1}),
+      call("aten::expand", {col, std::vector<int64_t>{5, 6}, false}),
+      call("aten::select.int", {a, 0, 2}),
+      call("aten::slice.Tensor", {a, 1, 1, 5, 1}),
+      call("aten::split.Tensor", {a, 2, 1}),
+      call("aten::cat", {c10::List<at::Tensor>({a, b}), 0}),
+      call("aten::stack", {c10::List<at::Tensor>({a, b}), 1}),
+      call("aten::index_select", {a, 0, at::tensor({4, 0, 2}, at::kLong)}),
+      call("aten::embedding", {values({9, 4}), at::tensor({0, 8, 3, 5, 5, 1}, at::kLong).reshape({2, 3}), -1,
+                               false, false}),
+      call("aten::zeros_like", {a, no_dtype, c10::IValue(), c10::IValue(), c10::IValue(),
+                                c10::IValue()}),
+      call("aten::native_layer_norm", {x3, std::vector<int64_t>{6}, positive({6}), values({6}),
+                                       1e-5}),
+  };
+  return s;
+}
+
+}  // namespace dtensor
