@@ -13,6 +13,17 @@ DTensorImpl::DTensorImpl(at::Tensor local, DTensorSpecPtr spec)
     : c10::TensorImpl(c10::DispatchKeySet(kDTensorDispatchKey), local.dtype(), local.device()),
       local_(std::move(local)),
       spec_(std::move(spec)) {
+  set_storage_access_should_throw();
+  check_and_refresh();
+}
+
+void DTensorImpl::replace(at::Tensor local, DTensorSpecPtr spec) {
+  local_ = std::move(local);
+  spec_ = std::move(spec);
+  check_and_refresh();
+}
+
+void DTensorImpl::check_and_refresh() {
   DTENSOR_CHECK(spec_ != nullptr, "DTensor: expected a spec, found null");
   DTENSOR_CHECK(local_.scalar_type() == spec_->dtype(), "DTensor: local tensor dtype: expected ",
                 spec_->dtype(), ", found ", local_.scalar_type());
@@ -23,11 +34,6 @@ DTensorImpl::DTensorImpl(at::Tensor local, DTensorSpecPtr spec)
   DTENSOR_CHECK(!local_.requires_grad(),
                 "DTensor: expected a local tensor without autograd history (use from_local to "
                 "differentiate through the wrap)");
-  set_storage_access_should_throw();
-  refresh_metadata();
-}
-
-void DTensorImpl::refresh_metadata() {
   const std::vector<int64_t>& shape = spec_->shape();
   if (local_.dim() == static_cast<int64_t>(shape.size())) {
     set_sizes_and_strides(shape, global_strides_like(local_, shape));

@@ -34,6 +34,9 @@ class DTensorImpl final : public c10::TensorImpl {
 
   const at::Tensor& local() const { return local_; }
   const DTensorSpecPtr& spec() const { return spec_; }
+  // In-place views (t_, squeeze_) change what the DTensor is: a new shard
+  // and spec, checked like the constructor's, and the global sizes follow.
+  void replace(at::Tensor local, DTensorSpecPtr spec);
 
   // Autograd detaches gradients through these; they keep the local shard.
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
@@ -48,7 +51,7 @@ class DTensorImpl final : public c10::TensorImpl {
   template <typename Version>
   c10::intrusive_ptr<c10::TensorImpl> detached_copy(Version&& version_counter,
                                                     bool allow_tensor_metadata_change) const;
-  void refresh_metadata();
+  void check_and_refresh();
 
   at::Tensor local_;
   DTensorSpecPtr spec_;

@@ -51,8 +51,22 @@ int64_t split_ways(const OpCall& call, int64_t dim) {
   return ways;
 }
 
+// The size of input dim `dim` in the piece mesh dim `m` splits: what the mesh
+// dims before it left (placements apply left to right). -1 when they do not
+// leave equal pieces.
+int64_t piece_size(const OpCall& call, int64_t dim, int64_t m) {
+  int64_t size = call.input(0).spec->shape()[dim];
+  for (int64_t before = 0; before < m; ++before) {
+    const auto d = split_dim_of(*call.placement(0, before));
+    if (!d || *d != dim) continue;
+    if (size % call.mesh().size(before) != 0) return -1;
+    size /= call.mesh().size(before);
+  }
+  return size;
+}
+
 // Where the reshape sends a split of input dim `dim`.
-PlacementPtr reshaped_split(const OpCall& call, const Placement& p, int64_t dim,
+PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, int64_t dim,
                             const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   // Walk groups of dims with equal products.
   size_t i = 0, o = 0;
@@ -73,8 +87,14 @@ PlacementPtr reshaped_split(const OpCall& call, const Placement& p, int64_t dim,
     if (i - i0 == 1 && o - o0 == 1) return p.moved_to_dim(o0);  // kept as is
     if (!p.fills_role(RuleRole::kEvenBlocks) || in[dim] % ways != 0) return nullptr;
     if (o - o0 == 1) {
-      // Merged: blocks of a leading dim stay blocks; of a later dim, strided.
-      const int64_t before = product(in, i0, dim);
+      // Merged: blocks of a leading dim stay blocks; of a later dim, strided
+      // with one stride per row of the piece the earlier mesh dims left.
+      int64_t before = 1;
+      for (size_t d = i0; d < static_cast<size_t>(dim); ++d) {
+        const int64_t size = piece_size(call, d, m);
+        if (size < 0) return nullptr;
+        before *= size;
+      }
       if (before == 1) return Shard::make(o0);
       return StridedShard::make(o0, before);
     }
@@ -141,7 +161,7 @@ OpRule reshape_rule() {
     if (p->is_partial()) {
       out = p;
     } else if (const auto dim = split_dim_of(*p); dim && p->merged_leading_dims() <= 1) {
-      out = reshaped_split(call, *p, *dim, call.input(0).spec->shape(), target_shape(call));
+      out = reshaped_split(call, m, *p, *dim, call.input(0).spec->shape(), target_shape(call));
     }
     if (out != nullptr) {
       ShardingRow row;

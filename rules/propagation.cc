@@ -136,14 +136,11 @@ class Engine {
     Choice choice;
     for (size_t m = 0; m < rows.size(); ++m) {
       add_row(m, rows[m], rule);
-      DTENSOR_CHECK(!rows_[m].empty(), call_.op_name(), ": row ", m,
-                    " would change the layout of a tensor written in place");
+      if (rows_[m].empty()) return nullptr;  // it would relayout a tensor written in place
       choice.rows.push_back(&rows_[m].back());
     }
     std::string error;
-    auto result = try_choice(choice, error);
-    DTENSOR_CHECK(result != nullptr, call_.op_name(), ": the rows do not fit: ", error);
-    return result;
+    return try_choice(choice, error);
   }
 
   std::unique_ptr<Propagation> run() {
@@ -211,7 +208,8 @@ class Engine {
                   call_.op_name(), ": a strategy row must give ", call_.num_inputs(),
                   " input and ", call_.schema().returns().size(), " output placements, found ",
                   row.inputs.size(), " and ", row.outputs.size());
-    if (!keeps_written_arguments(m, row)) return;
+    const bool relayout = rule != nullptr && rule->updates_layout_in_place;
+    if (!relayout && !keeps_written_arguments(m, row)) return;
     CandidateRow candidate{std::move(row), rule, 0};
     for (size_t i = 0; i < call_.num_inputs(); ++i) {
       const DTensorSpec& spec = *call_.input(i).spec;
@@ -310,8 +308,6 @@ class Engine {
           result->input_targets.push_back(current);
           continue;
         }
-        DTENSOR_CHECK(call_.input(i).is_dtensor, "input ", i,
-                      " is a plain tensor and cannot be redistributed");
         result->input_targets.push_back(
             std::make_shared<const DTensorSpec>(current->with_placements(placements)));
         result->redistributes = true;
@@ -335,6 +331,9 @@ class Engine {
     result->output_shapes = shapes_;
     result->returns = returns_;
     if (kernel_rule != nullptr) result->local_kernel = kernel_rule->local_kernel;
+    for (const CandidateRow* row : choice.rows) {
+      result->updates_layout_in_place |= row->rule != nullptr && row->rule->updates_layout_in_place;
+    }
     return result;
   }
 

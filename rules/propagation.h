@@ -51,6 +51,8 @@ struct Propagation {
   std::vector<ReturnLayout> returns;
   // The chosen rule's local kernel; empty for the op itself.
   LocalKernelFn local_kernel;
+  // The written tensor takes the output's layout (OpRule::updates_layout_in_place).
+  bool updates_layout_in_place = false;
   // Output specs, made on first use (their dtype is the local result's).
   mutable std::vector<DTensorSpecPtr> output_specs;
 

@@ -69,8 +69,9 @@ bool every_shard_nonempty(const OpCall& call, int64_t dim) {
 PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placement& p,
                            int64_t dim, const std::vector<bool>& reduced) {
   const int64_t merged = std::max<int64_t>(p.merged_leading_dims(), 1);
-  const bool all_reduced = std::all_of(reduced.begin(), reduced.begin() + dim + merged,
-                                       [&](bool b) { return b; }) || !reduced[dim];
+  // A Ragged split covers its merged leading dims: all of them must go.
+  const bool all_reduced = std::all_of(reduced.begin() + dim, reduced.begin() + dim + merged,
+                                       [](bool b) { return b; });
   if (!reduced[dim]) {
     bool leading_kept = true;
     int64_t out_dim = dim;

@@ -70,6 +70,9 @@ struct OpRule {
   // Optional: how rows of THIS rule compute locally; by default the op itself
   // runs on the local shards.
   LocalKernelFn local_kernel;
+  // In-place views (t_, squeeze_): the tensor written takes the output's
+  // shape and layout, instead of keeping its own.
+  bool updates_layout_in_place = false;
 };
 
 }  // namespace dtensor

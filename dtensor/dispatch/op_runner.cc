@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_join.h"
 #include "dtensor/base/check.h"
 #include "dtensor/redistribute/planner.h"
@@ -71,13 +73,23 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
 
 namespace {
 
+// Plain inputs count as Replicate: a rule may still want them split or
+// Partial, which a plan from Replicate gives without communication.
 at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
-  if (!is_dtensor(t)) return t;
-  const DTensorImpl* impl = dtensor_impl(t);
-  if (impl->spec() == target) return impl->local();
-  const RedistributePlan& plan = plan_redistribute(*impl->spec(), target->placements());
-  if (plan.steps.empty()) return impl->local();
-  return execute_plan(plan, impl->local().contiguous());
+  const bool plain = !is_dtensor(t);
+  if (plain && std::all_of(target->placements().begin(), target->placements().end(),
+                           [](const PlacementPtr& p) { return p->is_replicate(); })) {
+    return t;
+  }
+  const DTensorSpecPtr source =
+      plain ? std::make_shared<const DTensorSpec>(target->with_placements(std::vector<PlacementPtr>(
+                  target->placements().size(), Replicate::make())))
+            : dtensor_impl(t)->spec();
+  const at::Tensor& local = plain ? t : dtensor_impl(t)->local();
+  if (source == target) return local;
+  const RedistributePlan& plan = plan_redistribute(*source, target->placements());
+  if (plan.steps.empty()) return local;
+  return execute_plan(plan, local.contiguous());
 }
 
 // The call's arguments with every tensor replaced by its local shard at the
@@ -128,6 +140,7 @@ void check_written_shapes(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVal
                           const Propagation& p) {
   for (const ReturnLayout& ret : p.returns) {
     if (ret.writes_argument < 0 || ret.kind != ReturnLayout::Kind::kTensor) continue;
+    if (p.updates_layout_in_place) continue;
     const at::Tensor& out = arguments[ret.writes_argument].toTensor();
     DTENSOR_CHECK(is_dtensor(out), op_name_of(op), ": expected a DTensor to write into, found a ",
                   "plain tensor");
@@ -178,6 +191,11 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
   for (size_t j = 0; j < propagation.returns.size(); ++j) {
     const ReturnLayout& ret = propagation.returns[j];
     if (ret.writes_argument >= 0) {
+      if (propagation.updates_layout_in_place) {
+        const at::Tensor& local = locals[j].toTensor();
+        dtensor_impl(arguments[ret.writes_argument].toTensor())
+            ->replace(local, propagation.output_spec(ret.first_output, local.scalar_type(), mesh));
+      }
       stack.push_back(arguments[ret.writes_argument]);
     } else if (ret.kind == ReturnLayout::Kind::kTensor) {
       stack.push_back(wrap(op, propagation, ret.first_output, locals[j].toTensor(), mesh));

@@ -7,6 +7,7 @@
 
 #include "placements/shard.h"
 #include "rules/dim_map.h"
+#include "rules/propagation.h"
 #include "rules/registration.h"
 
 namespace dtensor {
@@ -105,6 +106,42 @@ DimMap slice_map(const OpCall& call) {
   return whole ? identity(ndim) : cutting_dim(ndim, dim);
 }
 
+// The dims squeeze removes: those of GLOBAL size 1 (all of them, or the one
+// named). A shard may be 1 long where the global dim is not, and must keep it.
+std::vector<int64_t> squeezed_dims(const OpCall& call) {
+  const DimMap map = squeeze_map(call);
+  std::vector<int64_t> dims;
+  for (int64_t d = static_cast<int64_t>(map.size()) - 1; d >= 0; --d) {
+    if (map[d] == kConsumed) dims.push_back(d);
+  }
+  return dims;
+}
+
+OpRule squeeze_rule(bool in_place) {
+  OpRule rule = dim_map_rule(squeeze_map);
+  rule.strategy = [rows = rule.strategy](const OpCall& call, int64_t m) {
+    std::vector<ShardingRow> out = rows(call, m);
+    out.push_back(replicate_row(call));  // a custom kernel runs only its own rows
+    return out;
+  };
+  rule.local_kernel = [in_place](const c10::OperatorHandle&, torch::jit::Stack& stack,
+                                 const LocalContext& context) {
+    at::Tensor local = stack[0].toTensor();
+    for (int64_t d : squeezed_dims(context.call)) {
+      local = in_place ? local.squeeze_(d) : local.squeeze(d);
+    }
+    torch::jit::drop(stack, stack.size());
+    stack.push_back(in_place ? local : local.alias());
+  };
+  rule.updates_layout_in_place = in_place;
+  return rule;
+}
+
+OpRule in_place_view(OpRule rule) {
+  rule.updates_layout_in_place = true;
+  return rule;
+}
+
 }  // namespace
 
 DTENSOR_REGISTER_RULES(view) {
@@ -113,7 +150,11 @@ DTENSOR_REGISTER_RULES(view) {
   add_to_existing(registry, {"aten::t", "aten::transpose.int"}, dim_map_rule(transpose_map));
   add_to_existing(registry, {"aten::permute"}, dim_map_rule(permute_map));
   add_to_existing(registry, {"aten::unsqueeze"}, dim_map_rule(unsqueeze_map));
-  add_to_existing(registry, {"aten::squeeze", "aten::squeeze.dim"}, dim_map_rule(squeeze_map));
+  add_to_existing(registry, {"aten::squeeze", "aten::squeeze.dim"}, squeeze_rule(false));
+  add_to_existing(registry, {"aten::squeeze_", "aten::squeeze_.dim"}, squeeze_rule(true));
+  add_to_existing(registry, {"aten::t_", "aten::transpose_"},
+                  in_place_view(dim_map_rule(transpose_map)));
+  add_to_existing(registry, {"aten::unsqueeze_"}, in_place_view(dim_map_rule(unsqueeze_map)));
   add_to_existing(registry, {"aten::expand"}, dim_map_rule(expand_map, /*size_argument=*/1));
   add_to_existing(registry, {"aten::slice.Tensor"}, dim_map_rule(slice_map));
   add_to_existing(registry, {"aten::select.int", "aten::unbind.int"},

@@ -1,0 +1,495 @@
+// Copyright 2026 The dtensor Authors.
+//
+// ATen calls on DTensors: the wrapper's metadata, mixing plain tensors,
+// missing rules and the modes, in-place and out= forms, the propagation
+// cache, and changing the rule registry at run time.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "dtensor/dispatch/dispatch.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/tensor_impl.h"
+#include "mesh/device_mesh.h"
+#include "mesh/local_communicator.h"
+#include "placements/placements.h"
+#include "rules/registry.h"
+#include "rules/rule.h"
+#include "tests/rules/rules_test_util.h"
+#include "tests/support/expect_error.h"
+
+namespace dtensor {
+namespace {
+
+using rules_testing::dist;
+using rules_testing::error_of;
+using rules_testing::iota;
+using rules_testing::placements_of;
+using rules_testing::signed_iota;
+
+// Partial(sum) terms of `global` on a 1-D mesh whose terms differ from the
+// value on every rank (rank 0 holds global + 30 (n-1), the others -30), so a
+// kernel run on unreduced terms gives a visibly wrong answer.
+DTensor partial_sum_terms(const at::Tensor& global, const DeviceMesh& mesh) {
+  const int64_t n = mesh.shape()[0];
+  const int64_t rank = mesh.coordinate()[0];
+  at::Tensor local = rank == 0 ? global + 30 * (n - 1) : at::full_like(global, -30);
+  return from_local(local, mesh, parse_placements("P(sum)"));
+}
+
+// ---------------------------------------------------------------------------
+// The wrapper
+
+TEST(DispatchTest, WrapperReportsGlobalMetadata) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({5, 3});
+    DTensor da = dist(a, mesh, "S(0)");
+    const at::Tensor& t = da;
+    EXPECT_TRUE(is_dtensor(t));
+    EXPECT_FALSE(is_dtensor(a));
+    EXPECT_EQ(t.sizes(), a.sizes());
+    EXPECT_EQ(t.dim(), 2);
+    EXPECT_EQ(t.numel(), 15);
+    EXPECT_EQ(t.scalar_type(), at::kFloat);
+    EXPECT_EQ(t.device(), a.device());
+    EXPECT_EQ(t.strides(), a.strides());
+    EXPECT_TRUE(t.is_contiguous());
+    // The local shard is the rank's rows (2, 2, 1, 0).
+    const int64_t rows[] = {2, 2, 1, 0};
+    EXPECT_EQ(da.to_local().size(0), rows[rank]);
+    // A transposed DTensor reports transposed global strides.
+    at::Tensor tt = t.t();
+    EXPECT_TRUE(is_dtensor(tt));
+    EXPECT_EQ(tt.sizes(), (std::vector<int64_t>{3, 5}));
+    EXPECT_EQ(tt.strides(), (std::vector<int64_t>{1, 3}));
+    EXPECT_FALSE(tt.is_contiguous());
+    // Viewing a plain tensor as a DTensor is refused.
+    EXPECT_THROW(DTensor{a}, Error);
+    // An int64 DTensor reports int64.
+    DTensor di = dist(iota({4, 2}, 1, at::kLong), mesh, "S(1)");
+    EXPECT_EQ(di.tensor().scalar_type(), at::kLong);
+    EXPECT_EQ(di.tensor().sizes(), (std::vector<int64_t>{4, 2}));
+  });
+}
+
+TEST(DispatchTest, ResultsAreDTensorsWithGlobalValues) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({10, 4});
+    at::Tensor w = iota({4, 3}, -5);
+    DTensor da = dist(a, mesh, "S(0)");
+    DTensor dw = dist(w, mesh, "R");
+    EXPECT_DT(at::mm(da, dw), at::mm(a, w), "S(0)");
+    EXPECT_DT(da.tensor() + da.tensor(), a + a, "S(0)");
+    EXPECT_DT(-da.tensor(), -a, "S(0)");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Plain tensors mixed with DTensors
+
+TEST(DispatchTest, PlainTensorMixedWithDTensorIsRejectedNamingTheOp) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({5, 3});
+    DTensor da = dist(a, mesh, "S(0)");
+    const std::string message = error_of([&] { at::add(da, a); });
+    EXPECT_CONTAINS(message, "aten::add.Tensor");
+    EXPECT_CONTAINS(message, "plain tensor");
+    EXPECT_CONTAINS(message, "[5, 3]");
+    // A plain 1-D operand (broadcast) is refused too.
+    DTENSOR_EXPECT_ERROR(at::mul(da, iota({3})), "aten::mul.Tensor");
+  });
+}
+
+TEST(DispatchTest, ZeroDimPlainTensorCountsAsReplicate) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({5, 3});
+    DTensor da = dist(a, mesh, "S(0)");
+    at::Tensor two = at::scalar_tensor(2.0, at::kFloat);
+    EXPECT_DT(at::add(da, two), a + two, "S(0)");
+    EXPECT_DT(at::mul(two, da), two * a, "S(0)");
+    EXPECT_DT(at::sub(da, two), a - two, "S(0)");
+  });
+}
+
+TEST(DispatchTest, ImplicitReplicationAdmitsPlainTensors) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({5, 3});
+    at::Tensor b = iota({5, 3}, 100);
+    at::Tensor bias = iota({3}, -1);
+    DTensor da = dist(a, mesh, "S(0)");
+    {
+      ScopedImplicitReplication mix;
+      // The plain operand is Replicate: slicing it to S(0) costs nothing.
+      EXPECT_DT(at::add(da, b), a + b, "S(0)");
+      EXPECT_DT(at::add(b, da), b + a, "S(0)");
+      EXPECT_DT(at::mul(da, bias), a * bias, "S(0)");
+      // Written in place, the DTensor keeps its layout; the plain operand
+      // is sliced to it.
+      DTensor x = dist(a.clone(), mesh, "S(0)");
+      EXPECT_DT(x.tensor().add_(b), a + b, "S(0)");
+      EXPECT_DT(x, a + b, "S(0)");
+      // A plain operand beside a Partial one.
+      EXPECT_DT(at::mm(dist(iota({5, 3}), mesh, "S(1)"), iota({3, 2})), at::mm(iota({5, 3}), iota({3, 2})));
+    }
+    // The mode ends with its scope.
+    DTENSOR_EXPECT_ERROR(at::add(da, b), "plain tensor");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Ops without a rule, the replicate fallback, strict mode
+
+TEST(DispatchTest, OpWithoutRuleNamesOpAndPlacements) {
+  ASSERT_EQ(RuleRegistry::global().find(c10::OperatorName("aten::cumsum", "")), nullptr)
+      << "aten::cumsum has a rule now: pick another op without one for this test";
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({5, 3});
+    DTensor da = dist(a, mesh, "S(0)");
+    const std::string message = error_of([&] { at::cumsum(da, 1); });
+    EXPECT_CONTAINS(message, "no sharding rule");
+    EXPECT_CONTAINS(message, "aten::cumsum");
+    EXPECT_CONTAINS(message, "S(0)");
+    EXPECT_CONTAINS(message, "ScopedReplicateFallback");
+  });
+}
+
+TEST(DispatchTest, ReplicateFallbackRunsOpsWithoutRules) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({5, 3});
+    at::Tensor b = iota({7, 6}, -20);
+    {
+      ScopedReplicateFallback fallback;
+      EXPECT_DT(at::cumsum(dist(a, mesh, "S(0)"), 1), at::cumsum(a, 1));
+      EXPECT_DT(at::cumsum(dist(a, mesh, "S(0)"), 0), at::cumsum(a, 0));
+      EXPECT_DT(at::cumsum(dist(b, mesh, "S(1)"), 1), at::cumsum(b, 1));
+      EXPECT_DT(at::cumsum(partial_sum_terms(b, mesh), 0), at::cumsum(b, 0));
+      // Ops with rules are unaffected by the fallback.
+      EXPECT_DT(at::relu(dist(b, mesh, "S(1)")), at::relu(b), "S(1)");
+    }
+    DTENSOR_EXPECT_ERROR(at::cumsum(dist(a, mesh, "S(0)"), 1), "no sharding rule");
+  });
+}
+
+TEST(DispatchTest, ReplicateFallbackOnTwoDimMesh) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    at::Tensor a = iota({5, 7});
+    ScopedReplicateFallback fallback;
+    EXPECT_DT(at::cumsum(dist(a, mesh, "S(0),S(1)"), 1), at::cumsum(a, 1));
+    EXPECT_DT(at::cumsum(dist(a, mesh, "P(sum),S(0)"), 0), at::cumsum(a, 0));
+  });
+}
+
+TEST(DispatchTest, StrictModeRaisesOnlyWhenARedistributeIsNeeded) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({8, 4});
+    at::Tensor w = iota({4, 6}, -10);
+    DTensor a_s1 = dist(a, mesh, "S(1)");
+    DTensor a_s0 = dist(a, mesh, "S(0)");
+    DTensor w_r = dist(w, mesh, "R");
+    {
+      ScopedStrictMode strict;
+      const std::string message = error_of([&] { at::mm(a_s1, w_r); });
+      EXPECT_CONTAINS(message, "strict mode");
+      EXPECT_CONTAINS(message, "aten::mm");
+      // No redistribute needed: runs.
+      EXPECT_DT(at::mm(a_s0, w_r), at::mm(a, w), "S(0)");
+      EXPECT_DT(at::mm(a_s1, dist(w, mesh, "S(0)")), at::mm(a, w), "P(sum)");
+      EXPECT_DT(at::relu(a_s1), at::relu(a), "S(1)");
+      // relu of a Partial needs a reduction: strict mode refuses it.
+      DTENSOR_EXPECT_ERROR(at::relu(partial_sum_terms(a, mesh)), "strict mode");
+    }
+    // Outside the mode the same call redistributes and is right.
+    EXPECT_DT(at::mm(a_s1, w_r), at::mm(a, w));
+  });
+}
+
+// ---------------------------------------------------------------------------
+// In-place and out= forms
+
+TEST(DispatchTest, InPlaceOpsKeepTheLayoutAndUpdateValues) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = signed_iota({5, 3});
+    at::Tensor b = iota({5, 3}, 50);
+    // (x is made from a copy of `a`: a Replicate DTensor may share its storage.)
+    {
+      DTensor x = dist(a.clone(), mesh, "S(0)");
+      const at::Tensor& r = x.tensor().add_(dist(b, mesh, "S(0)"));
+      EXPECT_TRUE(r.is_same(x.tensor()));
+      EXPECT_DT(x, a + b, "S(0)");
+      x.tensor().mul_(3);
+      EXPECT_DT(x, (a + b) * 3, "S(0)");
+      x.tensor().mul_(dist(b, mesh, "R"));
+      EXPECT_DT(x, (a + b) * 3 * b, "S(0)");
+    }
+    {
+      // The written operand is Replicate: the other one is gathered, never x.
+      DTensor x = dist(a.clone(), mesh, "R");
+      x.tensor().add_(dist(b, mesh, "S(0)"));
+      EXPECT_DT(x, a + b, "R");
+    }
+    {
+      // A Partial operand of a non-linear in-place op is reduced first.
+      DTensor x = dist(a.clone(), mesh, "S(0)");
+      x.tensor().mul_(partial_sum_terms(b, mesh));
+      EXPECT_DT(x, a * b, "S(0)");
+    }
+    {
+      // Partial + Partial in place stays Partial.
+      DTensor x = partial_sum_terms(a, mesh);
+      x.tensor().add_(partial_sum_terms(b, mesh));
+      EXPECT_DT(x, a + b, "P(sum)");
+    }
+    {
+      DTensor x = dist(a.clone(), mesh, "S(1)");
+      x.tensor().relu_();
+      EXPECT_DT(x, at::relu(a), "S(1)");
+    }
+  });
+}
+
+TEST(DispatchTest, OutFormWritesIntoTheDTensor) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({5, 3});
+    at::Tensor b = iota({5, 3}, -7);
+    DTensor out = dist(at::zeros({5, 3}), mesh, "S(0)");
+    at::Tensor out_tensor = out.tensor();
+    const at::Tensor& r = at::add_out(out_tensor, dist(a, mesh, "S(0)"), dist(b, mesh, "S(0)"));
+    EXPECT_TRUE(r.is_same(out.tensor()));
+    EXPECT_DT(out, a + b, "S(0)");
+    at::mul_out(out_tensor, dist(a, mesh, "S(0)"), dist(b, mesh, "R"));
+    EXPECT_DT(out, a * b, "S(0)");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// The propagation cache: non-tensor arguments that matter are part of the key
+
+TEST(DispatchTest, CacheSeparatesViewShapes) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({8, 5});
+    DTensor x = dist(a, mesh, "S(0)");
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(round);
+      EXPECT_DT(x.tensor().view({-1}), a.view({-1}), "S(0)");
+      EXPECT_DT(x.tensor().view({5, 8}), a.view({5, 8}));
+      EXPECT_DT(x.tensor().view({40}), a.view({40}), "S(0)");
+      EXPECT_DT(x.tensor().view({8, 5, 1}), a.view({8, 5, 1}), "S(0)");
+    }
+  });
+}
+
+TEST(DispatchTest, CacheSeparatesReductionDims) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    at::Tensor a = iota({8, 5});
+    DTensor x = dist(a, mesh, "S(0)");
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(round);
+      EXPECT_DT(x.tensor().sum(0), a.sum(0), "P(sum)");
+      EXPECT_DT(x.tensor().sum(1), a.sum(1), "S(0)");
+      EXPECT_DT(x.tensor().sum(1, /*keepdim=*/true), a.sum(1, true), "S(0)");
+      EXPECT_DT(x.tensor().sum(0, /*keepdim=*/true), a.sum(0, true), "P(sum)");
+    }
+  });
+}
+
+TEST(DispatchTest, CacheSeparatesShapesAndArguments) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    // transpose(0, 1) on tensors of one layout but different shapes.
+    at::Tensor a = iota({5, 3});
+    at::Tensor b = iota({4, 6});
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(round);
+      EXPECT_DT(dist(a, mesh, "S(0)").tensor().transpose(0, 1), a.transpose(0, 1), "S(1)");
+      EXPECT_DT(dist(b, mesh, "S(0)").tensor().transpose(0, 1), b.transpose(0, 1), "S(1)");
+      EXPECT_DT(dist(b, mesh, "S(0)").tensor().transpose(1, 0), b.transpose(1, 0), "S(1)");
+    }
+    // slice of a sharded dim: the whole dim keeps the split, a part of it
+    // must not reuse that answer.
+    at::Tensor c = iota({5, 8});
+    DTensor xc = dist(c, mesh, "S(1)");
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(round);
+      EXPECT_DT(xc.tensor().slice(1, 0, 8), c.slice(1, 0, 8), "S(1)");
+      EXPECT_DT(xc.tensor().slice(1, 2, 6), c.slice(1, 2, 6));
+      EXPECT_DT(xc.tensor().slice(1, 0, 8, 2), c.slice(1, 0, 8, 2));
+    }
+    // select with different indices, expand to different sizes.
+    DTensor xr = dist(c, mesh, "S(1)");
+    EXPECT_DT(xr.tensor().select(0, 1), c.select(0, 1), "S(0)");
+    EXPECT_DT(xr.tensor().select(0, 4), c.select(0, 4), "S(0)");
+    at::Tensor col = iota({1, 8});
+    DTensor xcol = dist(col, mesh, "S(1)");
+    EXPECT_DT(xcol.tensor().expand({4, 8}), col.expand({4, 8}), "S(1)");
+    EXPECT_DT(xcol.tensor().expand({2, 8}), col.expand({2, 8}), "S(1)");
+    // Scalars of pointwise ops.
+    EXPECT_DT(xr.tensor() * 2, c * 2, "S(1)");
+    EXPECT_DT(xr.tensor() * 3, c * 3, "S(1)");
+    EXPECT_DT(at::add(xr, xr, 2), at::add(c, c, 2), "S(1)");
+    EXPECT_DT(at::add(xr, xr, -1), at::add(c, c, -1), "S(1)");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Changing the registry at run time
+
+// Restores the rules of `op_name` when it goes out of scope.
+class RestoreRules {
+ public:
+  explicit RestoreRules(std::string op_name, std::string overload = "")
+      : op_name_(overload.empty() ? op_name : op_name + "." + overload),
+        saved_(RuleRegistry::global().find(c10::OperatorName(op_name, overload))) {}
+  ~RestoreRules() {
+    RuleRegistry::global().clear(op_name_);
+    if (saved_ == nullptr) return;
+    for (const OpRule& rule : *saved_) RuleRegistry::global().add(op_name_, rule);
+  }
+
+ private:
+  std::string op_name_;
+  std::shared_ptr<const std::vector<OpRule>> saved_;
+};
+
+// neg(max of terms) = min of the negated terms: a true rule that the built-in
+// (additive) rule of neg does not offer.
+OpRule neg_swaps_max_and_min() {
+  OpRule rule;
+  rule.strategy = [](const OpCall& call, int64_t m) {
+    std::vector<ShardingRow> rows;
+    const PlacementPtr& p = call.placement(0, m);
+    if (p->partial_op() == ReduceOp::kMax) {
+      rows.push_back({{p}, {Partial::make(ReduceOp::kMin)}});
+    } else if (p->partial_op() == ReduceOp::kMin) {
+      rows.push_back({{p}, {Partial::make(ReduceOp::kMax)}});
+    }
+    rows.push_back({{Replicate::make()}, {Replicate::make()}});
+    return rows;
+  };
+  return rule;
+}
+
+// Partial(max) terms of `global`: rank r holds global - 10 r.
+DTensor partial_max_terms(const at::Tensor& global, const DeviceMesh& mesh) {
+  const int64_t rank = mesh.coordinate()[0];
+  return from_local(global - 10 * rank, mesh, parse_placements("P(max)"));
+}
+
+TEST(DispatchTest, AddedRuleJoinsTheBuiltInStrategies) {
+  RestoreRules restore("aten::neg");
+  const at::Tensor a = signed_iota({5, 3});
+  run_ranks(4, [&](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    ScopedStrictMode strict;
+    // Before: neg of a Partial(max) needs a reduction.
+    DTENSOR_EXPECT_ERROR(at::neg(partial_max_terms(a, mesh)), "strict mode");
+  });
+  RuleRegistry::global().add("aten::neg", neg_swaps_max_and_min());
+  run_ranks(4, [&](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    ScopedStrictMode strict;
+    EXPECT_DT(at::neg(partial_max_terms(a, mesh)), -a, "P(min)");
+    // The built-in rows are still there.
+    EXPECT_DT(at::neg(dist(a, mesh, "S(0)")), -a, "S(0)");
+    EXPECT_DT(at::neg(partial_sum_terms(a, mesh)), -a, "P(sum)");
+  });
+}
+
+TEST(DispatchTest, OverriddenRuleReplacesTheBuiltInStrategies) {
+  const at::Tensor a = signed_iota({5, 3});
+  {
+    RestoreRules restore("aten::neg");
+    RuleRegistry::global().override_rule("aten::neg", neg_swaps_max_and_min());
+    run_ranks(4, [&](int) {
+      DeviceMesh mesh = init_device_mesh("local", {4});
+      EXPECT_DT(at::neg(partial_max_terms(a, mesh)), -a, "P(min)");
+      // The built-in pass-through of S(0) is gone: the input is gathered.
+      {
+        ScopedStrictMode strict;
+        DTENSOR_EXPECT_ERROR(at::neg(dist(a, mesh, "S(0)")), "strict mode");
+      }
+      EXPECT_DT(at::neg(dist(a, mesh, "S(0)")), -a, "R");
+    });
+  }
+  // Restored: the built-in rule again, and the override's row is gone.
+  run_ranks(4, [&](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    ScopedStrictMode strict;
+    EXPECT_DT(at::neg(dist(a, mesh, "S(0)")), -a, "S(0)");
+    DTENSOR_EXPECT_ERROR(at::neg(partial_max_terms(a, mesh)), "strict mode");
+  });
+}
+
+// cumsum along `dim` passes a split of any other dim.
+OpRule cumsum_rule() {
+  OpRule rule;
+  rule.strategy = [](const OpCall& call, int64_t m) {
+    const int64_t ndim = call.input(0).spec->ndim();
+    int64_t dim = call.argument(1).toInt();
+    if (dim < 0) dim += ndim;
+    std::vector<ShardingRow> rows;
+    const PlacementPtr& p = call.placement(0, m);
+    const std::optional<int64_t> split = p->split_dim();
+    if (split && *split != dim && p->fills_role(RuleRole::kPassThrough)) {
+      rows.push_back({{p}, {p}});
+    }
+    rows.push_back({{Replicate::make()}, {Replicate::make()}});
+    return rows;
+  };
+  rule.output_shapes = [](const OpCall& call) {
+    return std::vector<std::vector<int64_t>>{call.input(0).spec->shape()};
+  };
+  return rule;
+}
+
+TEST(DispatchTest, RuleForAnOpWithoutOneMakesItWork) {
+  ASSERT_EQ(RuleRegistry::global().find(c10::OperatorName("aten::cumsum", "")), nullptr);
+  const at::Tensor a = iota({5, 7});
+  // The fallback result of a first call must not outlive the registration.
+  run_ranks(4, [&](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    ScopedReplicateFallback fallback;
+    EXPECT_DT(at::cumsum(dist(a, mesh, "S(0)"), 1), at::cumsum(a, 1));
+  });
+  {
+    RestoreRules restore("aten::cumsum");
+    RuleRegistry::global().add("aten::cumsum", cumsum_rule());
+    run_ranks(4, [&](int) {
+      DeviceMesh mesh = init_device_mesh("local", {4});
+      {
+        ScopedStrictMode strict;
+        EXPECT_DT(at::cumsum(dist(a, mesh, "S(0)"), 1), at::cumsum(a, 1), "S(0)");
+        EXPECT_DT(at::cumsum(dist(a, mesh, "S(0)"), -1), at::cumsum(a, -1), "S(0)");
+      }
+      EXPECT_DT(at::cumsum(dist(a, mesh, "S(1)"), 1), at::cumsum(a, 1), "R");
+    });
+    run_ranks(4, [&](int) {
+      DeviceMesh mesh = init_device_mesh("local", {2, 2});
+      ScopedStrictMode strict;
+      EXPECT_DT(at::cumsum(dist(a, mesh, "S(0),S(0)"), 1), at::cumsum(a, 1), "S(0),S(0)");
+    });
+  }
+  EXPECT_EQ(RuleRegistry::global().find(c10::OperatorName("aten::cumsum", "")), nullptr);
+  run_ranks(4, [&](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    DTENSOR_EXPECT_ERROR(at::cumsum(dist(a, mesh, "S(0)"), 1), "no sharding rule");
+  });
+}
+
+}  // namespace
+}  // namespace dtensor
