@@ -12,6 +12,7 @@
 #include "placements/replicate.h"
 #include "rules/cost.h"
 #include "rules/registry.h"
+#include "rules/tensor_arguments.h"
 
 namespace dtensor {
 namespace {
@@ -72,39 +73,12 @@ void collect_tensors(const c10::IValue& value, std::vector<std::vector<int64_t>>
   }
 }
 
-c10::IValue to_meta(const c10::IValue& value, const OpCall& call, size_t argument) {
-  auto meta_of = [&](int64_t list_index) -> at::Tensor {
-    for (const TensorInput& input : call.inputs()) {
-      if (input.argument == argument && input.list_index == list_index) {
-        return at::empty(input.spec->shape(),
-                         at::TensorOptions().dtype(input.spec->dtype()).device(at::kMeta));
-      }
-    }
-    return at::Tensor();
-  };
-  if (value.isTensor()) return meta_of(-1);
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> list;
-    for (size_t i = 0; i < value.toTensorList().size(); ++i) list.push_back(meta_of(i));
-    return list;
-  }
-  if (value.isList() && value.toListRef().size() > 0 && value.toListRef()[0].isTensor()) {
-    c10::List<c10::optional<at::Tensor>> list;
-    const auto elements = value.toListRef();
-    for (size_t i = 0; i < elements.size(); ++i) {
-      list.push_back(elements[i].isTensor() ? c10::optional<at::Tensor>(meta_of(i))
-                                            : c10::nullopt);
-    }
-    return list;
-  }
-  return value;
-}
-
 std::pair<std::vector<std::vector<int64_t>>, std::vector<size_t>> run_on_meta(const OpCall& call) {
-  torch::jit::Stack stack;
-  for (size_t a = 0; a < call.arguments().size(); ++a) {
-    stack.push_back(to_meta(call.argument(a), call, a));
-  }
+  size_t input = 0;
+  torch::jit::Stack stack = map_tensor_arguments(call.arguments(), [&](const at::Tensor&) {
+    const DTensorSpec& spec = *call.input(input++).spec;
+    return at::empty(spec.shape(), at::TensorOptions().dtype(spec.dtype()).device(at::kMeta));
+  });
   try {
     call.op().callBoxed(stack);
   } catch (const c10::Error& error) {

@@ -12,6 +12,7 @@
 #include "dtensor/dtensor.h"
 #include "placements/placements.h"
 #include "rules/registry.h"
+#include "rules/tensor_arguments.h"
 
 namespace dtensor {
 namespace {
@@ -46,12 +47,8 @@ std::vector<PlacementPtr> candidates(int64_t ndim, int64_t n) {
 // The sample's tensors, in the dispatcher's input order.
 std::vector<at::Tensor> tensors_of(const std::vector<c10::IValue>& arguments) {
   std::vector<at::Tensor> out;
-  for (const c10::IValue& value : arguments) {
-    if (value.isTensor()) out.push_back(value.toTensor());
-    if (value.isTensorList()) {
-      for (const at::Tensor& t : value.toTensorList()) out.push_back(t);
-    }
-  }
+  for_each_tensor_argument(arguments,
+                           [&](const at::Tensor& t, size_t, int64_t) { out.push_back(t); });
   return out;
 }
 
@@ -88,38 +85,14 @@ at::Tensor lay_out(const at::Tensor& t, const DeviceMesh& mesh, const PlacementP
 std::vector<c10::IValue> laid_out(const std::vector<c10::IValue>& arguments,
                                   const DeviceMesh& mesh,
                                   const std::vector<PlacementPtr>& layouts) {
-  std::vector<c10::IValue> out;
   size_t k = 0;
-  auto distribute = [&](const at::Tensor& t) { return lay_out(t, mesh, layouts[k++]); };
-  for (const c10::IValue& value : arguments) {
-    if (value.isTensor()) {
-      out.push_back(distribute(value.toTensor()));
-    } else if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) list.push_back(distribute(t));
-      out.push_back(list);
-    } else {
-      out.push_back(value);
-    }
-  }
-  return out;
+  return map_tensor_arguments(
+      arguments, [&](const at::Tensor& t) { return lay_out(t, mesh, layouts[k++]); });
 }
 
 // The sample's arguments with every tensor cloned (in-place ops write).
 std::vector<c10::IValue> cloned(const std::vector<c10::IValue>& arguments) {
-  std::vector<c10::IValue> out;
-  for (const c10::IValue& value : arguments) {
-    if (value.isTensor()) {
-      out.push_back(value.toTensor().clone());
-    } else if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) list.push_back(t.clone());
-      out.push_back(list);
-    } else {
-      out.push_back(value);
-    }
-  }
-  return out;
+  return map_tensor_arguments(arguments, [](const at::Tensor& t) { return t.clone(); });
 }
 
 std::string row_text(const ShardingRow& row) {

@@ -11,28 +11,10 @@
 #include "dtensor/tensor_impl.h"
 #include "placements/replicate.h"
 #include "rules/propagation_cache.h"
+#include "rules/tensor_arguments.h"
 
 namespace dtensor {
 namespace {
-
-// Visits every defined tensor among `arguments` in input order (Tensor[]
-// and Tensor?[] elements one by one): the order of OpCall::inputs().
-template <typename Fn>
-void for_each_tensor(c10::ArrayRef<c10::IValue> arguments, Fn&& fn) {
-  for (size_t a = 0; a < arguments.size(); ++a) {
-    const c10::IValue& value = arguments[a];
-    if (value.isTensor()) {
-      if (value.toTensor().defined()) fn(value.toTensor(), a, -1);
-    } else if (value.isList()) {
-      const auto elements = value.toListRef();
-      for (size_t i = 0; i < elements.size(); ++i) {
-        if (elements[i].isTensor() && elements[i].toTensor().defined()) {
-          fn(elements[i].toTensor(), a, static_cast<int64_t>(i));
-        }
-      }
-    }
-  }
-}
 
 std::string op_name_of(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.operator_name();
@@ -44,7 +26,7 @@ std::string op_name_of(const c10::OperatorHandle& op) {
 OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
                  const DispatchModes& modes) {
   const DeviceMesh* mesh = nullptr;
-  for_each_tensor(arguments, [&](const at::Tensor& t, size_t, int64_t) {
+  for_each_tensor_argument(arguments, [&](const at::Tensor& t, size_t, int64_t) {
     if (!is_dtensor(t)) return;
     const DeviceMesh& other = dtensor_impl(t)->spec()->mesh();
     if (mesh == nullptr) mesh = &other;
@@ -53,7 +35,7 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
   });
   DTENSOR_CHECK(mesh != nullptr, op_name_of(op), ": expected a DTensor argument, found none");
   std::vector<TensorInput> inputs;
-  for_each_tensor(arguments, [&](const at::Tensor& t, size_t a, int64_t list_index) {
+  for_each_tensor_argument(arguments, [&](const at::Tensor& t, size_t a, int64_t list_index) {
     TensorInput input{a, list_index, nullptr, is_dtensor(t)};
     if (input.is_dtensor) {
       input.spec = dtensor_impl(t)->spec();
@@ -95,32 +77,9 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
 // The call's arguments with every tensor replaced by its local shard at the
 // chosen layout.
 torch::jit::Stack local_arguments(c10::ArrayRef<c10::IValue> arguments, const Propagation& p) {
-  torch::jit::Stack out(arguments.begin(), arguments.end());
   size_t input = 0;
-  for (size_t a = 0; a < arguments.size(); ++a) {
-    const c10::IValue& value = arguments[a];
-    if (value.isTensor()) {
-      if (value.toTensor().defined()) out[a] = local_for(value.toTensor(), p.input_targets[input++]);
-    } else if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) {
-        list.push_back(t.defined() ? local_for(t, p.input_targets[input++]) : t);
-      }
-      out[a] = list;
-    } else if (value.isList() && value.toListRef().size() > 0 &&
-               value.toListRef()[0].isTensor()) {
-      c10::List<c10::optional<at::Tensor>> list;
-      for (const c10::IValue& e : value.toListRef()) {
-        if (e.isTensor() && e.toTensor().defined()) {
-          list.push_back(local_for(e.toTensor(), p.input_targets[input++]));
-        } else {
-          list.push_back(c10::nullopt);
-        }
-      }
-      out[a] = list;
-    }
-  }
-  return out;
+  return map_tensor_arguments(
+      arguments, [&](const at::Tensor& t) { return local_for(t, p.input_targets[input++]); });
 }
 
 at::Tensor wrap(const c10::OperatorHandle& op, const Propagation& p, size_t k,
