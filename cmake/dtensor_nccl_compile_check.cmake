@@ -31,7 +31,8 @@ set(dtensor_nccl_check_sources ${PROJECT_SOURCE_DIR}/mesh/nccl_communicator.cc)
 set(dtensor_nccl_check_libraries)
 find_package(GTest QUIET)
 if(DTENSOR_BUILD_TESTS AND TARGET GTest::gtest)
-  list(APPEND dtensor_nccl_check_sources ${PROJECT_SOURCE_DIR}/tests/nccl/nccl_communicator_test.cc)
+  list(APPEND dtensor_nccl_check_sources ${PROJECT_SOURCE_DIR}/tests/nccl/nccl_communicator_test.cc
+       ${PROJECT_SOURCE_DIR}/tests/nccl/nccl_dtensor_test.cc)
   list(APPEND dtensor_nccl_check_libraries GTest::gtest)
 endif()
 dtensor_add_nccl_compile_check(dtensor_nccl_compile_check
@@ -51,6 +52,7 @@ if(dtensor_c10_cuda_include)
   endif()
   dtensor_add_nccl_compile_check(dtensor_nccl_compile_check_torch_cuda
     SOURCES ${PROJECT_SOURCE_DIR}/mesh/nccl_communicator.cc
+            ${PROJECT_SOURCE_DIR}/dtensor/redistribute/async_redistribute.cc
     DEFINITIONS DTENSOR_TORCH_HAS_CUDA=1
     INCLUDES ${stand_in})
 endif()

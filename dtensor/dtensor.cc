@@ -2,9 +2,11 @@
 #include "dtensor/dtensor.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "absl/strings/str_join.h"
 #include "dtensor/autograd/layout_functions.h"
+#include "dtensor/redistribute/async_redistribute.h"
 #include "dtensor/base/check.h"
 #include "dtensor/redistribute/index_exchange.h"
 #include "dtensor/redistribute/planner.h"
@@ -69,7 +71,7 @@ DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) {
 DTensor::DTensor(at::Tensor tensor) : tensor_(std::move(tensor)) { dtensor_impl(tensor_); }
 
 at::Tensor DTensor::to_local() const {
-  if (!tensor_.requires_grad() || !at::GradMode::is_enabled()) return impl()->local();
+  if (!tensor_.requires_grad() || !c10::GradMode::is_enabled()) return impl()->local();
   return to_local_with_grad(tensor_, nullptr);
 }
 
@@ -94,6 +96,7 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
                   current[i]->to_string(),
                   "; Partial values come from operators, not from redistribute");
   }
+  if (options.async_op) return redistribute_async(*this, placements);
   return redistribute_any(*this, placements);
 }
 

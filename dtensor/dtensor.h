@@ -29,8 +29,11 @@
 namespace dtensor {
 
 struct RedistributeOptions {
-  // Reserved for NCCL: return before the collective completes. Ignored (the
-  // call completes) on the local and MPI backends.
+  // On a CUDA mesh (NCCL), return as soon as the collectives are enqueued on
+  // a side stream, without making the caller's stream wait for them: the
+  // result's (and the source's) first use does that, so kernels enqueued in
+  // between overlap with the communication (dtensor/redistribute/
+  // async_redistribute.h). The local and MPI backends complete in the call.
   bool async_op = false;
 };
 
@@ -64,6 +67,13 @@ class DTensor {
   // unless that mesh dim already holds the same Partial. Differentiable.
   DTensor redistribute(const std::vector<PlacementPtr>& placements,
                        RedistributeOptions options = {}) const;
+
+  // Whether no async redistribute's collectives are still running on the
+  // device for this tensor (a query; never blocks).
+  bool is_ready() const { return impl()->ready(); }
+  // Orders the current stream after pending async collectives now; to_local
+  // and every op do it on first use anyway.
+  void wait() const { impl()->local(); }
 
   const DTensorSpec& spec() const { return *impl()->spec(); }
   const DTensorSpecPtr& spec_ptr() const { return impl()->spec(); }

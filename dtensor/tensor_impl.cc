@@ -18,6 +18,7 @@ DTensorImpl::DTensorImpl(at::Tensor local, DTensorSpecPtr spec)
 }
 
 void DTensorImpl::replace(at::Tensor local, DTensorSpecPtr spec) {
+  settle();  // the new shard views the old one: wait for its collectives first
   local_ = std::move(local);
   spec_ = std::move(spec);
   check_and_refresh();
@@ -50,6 +51,7 @@ c10::intrusive_ptr<c10::TensorImpl> DTensorImpl::detached_copy(
   c10::TensorImpl::copy_tensor_metadata(this, copy.get(),
                                         std::forward<Version>(version_counter),
                                         allow_tensor_metadata_change);
+  copy->set_pending(pending());  // autograd's detached copies wait too
   return copy;
 }
 
@@ -69,8 +71,34 @@ void DTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& i
                 "DTensor: can only take the data of another DTensor, found a plain tensor");
   c10::TensorImpl::copy_tensor_metadata(other, this, version_counter(),
                                         allow_tensor_metadata_change());
+  settle();
   local_ = other->local_;
   spec_ = other->spec_;
+  set_pending(other->pending());
+}
+
+void DTensorImpl::set_pending(std::shared_ptr<const PendingWork> work) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  pending_ = std::move(work);
+  has_pending_.store(pending_ != nullptr, std::memory_order_release);
+}
+
+std::shared_ptr<const PendingWork> DTensorImpl::pending() const {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  return pending_;
+}
+
+bool DTensorImpl::ready() const {
+  const std::shared_ptr<const PendingWork> work = pending();
+  return work == nullptr || work->ready();
+}
+
+void DTensorImpl::settle() const {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  if (pending_ == nullptr) return;
+  pending_->wait(local_);
+  pending_.reset();
+  has_pending_.store(false, std::memory_order_release);
 }
 
 bool is_dtensor(const at::Tensor& tensor) {

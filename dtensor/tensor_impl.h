@@ -14,10 +14,15 @@
 // the handle they use, and `is_dtensor(t)` tells a wrapped tensor apart.
 #pragma once
 
+#include <atomic>
+#include <memory>
+#include <mutex>
+
 #include <c10/core/TensorImpl.h>
 
 #include <ATen/core/Tensor.h>
 
+#include "dtensor/redistribute/pending_work.h"
 #include "dtensor/spec.h"
 
 namespace dtensor {
@@ -32,8 +37,18 @@ class DTensorImpl final : public c10::TensorImpl {
   // shape. Throws dtensor::Error otherwise.
   DTensorImpl(at::Tensor local, DTensorSpecPtr spec);
 
-  const at::Tensor& local() const { return local_; }
+  // The shard. After an async redistribute the first call orders the current
+  // stream after the pending collectives (dtensor/redistribute/pending_work.h).
+  const at::Tensor& local() const {
+    if (has_pending_.load(std::memory_order_acquire)) settle();
+    return local_;
+  }
   const DTensorSpecPtr& spec() const { return spec_; }
+
+  // Attaches work the shard waits for on first use (async redistribute).
+  void set_pending(std::shared_ptr<const PendingWork> work);
+  // Whether no attached work is still running on the device.
+  bool ready() const;
   // In-place views (t_, squeeze_) change what the DTensor is: a new shard
   // and spec, checked like the constructor's, and the global sizes follow.
   void replace(at::Tensor local, DTensorSpecPtr spec);
@@ -52,9 +67,15 @@ class DTensorImpl final : public c10::TensorImpl {
   c10::intrusive_ptr<c10::TensorImpl> detached_copy(Version&& version_counter,
                                                     bool allow_tensor_metadata_change) const;
   void check_and_refresh();
+  void settle() const;
+  std::shared_ptr<const PendingWork> pending() const;
 
   at::Tensor local_;
   DTensorSpecPtr spec_;
+  // Guarded by pending_mutex_; has_pending_ lets local() skip the lock.
+  mutable std::mutex pending_mutex_;
+  mutable std::shared_ptr<const PendingWork> pending_;
+  mutable std::atomic<bool> has_pending_{false};
 };
 
 // Whether `tensor` is a DTensor (its impl is a DTensorImpl).

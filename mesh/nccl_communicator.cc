@@ -708,15 +708,15 @@ std::shared_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   check_usable(kCall);
   DeviceGuard device(kCall, device_index_);
   ncclConfig_t config = nonblocking_config();
-  // Written by NCCL when the split completes, which check_nccl waits for.
+  // A non-blocking split writes `child` from NCCL's own thread when it is
+  // done, which can be after the parent's error state reads success: poll it.
   ncclComm_t child = nullptr;
   check_nccl(kCall, "ncclCommSplit",
              ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config));
-  if (child == nullptr) {
-    DTENSOR_CHECK(color < 0, kCall, ": ncclCommSplit: expected a communicator for color ", color,
-                  ", found none");
-    return nullptr;
-  }
+  if (color < 0) return nullptr;
+  wait_until(kCall, "ncclCommSplit", [&child](ncclResult_t state) {
+    return state == ncclSuccess && __atomic_load_n(&child, __ATOMIC_ACQUIRE) != nullptr;
+  });
   std::shared_ptr<NcclCommunicator> group(new NcclCommunicator(child, device_index_, timeout_));
   group->finish_init(kCall, "ncclCommSplit", ncclInProgress);
   return group;

@@ -6,29 +6,38 @@
 # Google Benchmark installed, no network, no Abseil). It configures dtensor
 # with the NCCL backend into build-gpu, builds everything, runs every CTest
 # test (labels gpu and mpi included) and, with --bench, the NCCL collective
-# benchmark. Logs go to $OUT when set (the run tool brings them back), else to
-# build-gpu/gpu-logs. Ends with a short summary; exits non-zero when a step
+# and redistribute benchmarks on one rank (design.md section 6 measures
+# redistribute overhead on one H100 rank; several ranks sharing the GPU talk
+# over sockets and are for correctness only). With --build-only it stops after
+# the build: a cold build and the tests may not fit one 10-minute device call,
+# and the second call finds the build done if the machine is still warm.
+# Logs go to build-gpu/gpu-logs; when $OUT is set (the run tool brings back at
+# most 8 files from it) they are also packed into $OUT/gpu-logs.tar.gz. Ends with a short summary; exits non-zero when a step
 # failed.
 #
 # Abseil comes from .deps/absl, made on the build machine by
 # scripts/fetch_gpu_deps.sh and carried along:
 #
-#   run(command="bash scripts/gpu_check.sh --bench", carry=[".deps/absl"])
+#   run(command="bash scripts/gpu_check.sh --build-only", carry=[".deps/absl"])
+#   run(command="bash scripts/gpu_check.sh --bench", carry=[".deps/absl"])   # at once after
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${repo_root}"
 
 run_bench=0
+build_only=0
 for arg in "$@"; do
   case "${arg}" in
     --bench) run_bench=1 ;;
-    *) echo "gpu_check: unknown argument ${arg} (expected --bench)" >&2; exit 2 ;;
+    --build-only) build_only=1 ;;
+    *) echo "gpu_check: unknown argument ${arg} (expected --bench or --build-only)" >&2; exit 2 ;;
   esac
 done
 
 build_dir="${repo_root}/build-gpu"
-log_dir="${OUT:-${build_dir}/gpu-logs}"
+log_dir="${build_dir}/gpu-logs"
+rm -rf "${log_dir}"
 mkdir -p "${log_dir}"
 jobs="${DTENSOR_GPU_JOBS:-16}"
 declare -a summary=()
@@ -61,6 +70,9 @@ print_summary() {
       | sed 's/^/  /' || true
   fi
   echo "  overall: $([[ ${status} == 0 ]] && echo PASS || echo FAIL)"
+  if [[ -n "${OUT:-}" ]]; then
+    tar -czf "${OUT}/gpu-logs.tar.gz" -C "${build_dir}" gpu-logs
+  fi
 }
 trap print_summary EXIT
 
@@ -102,22 +114,30 @@ configure_args=(
   -DPython3_EXECUTABLE="${python}"
 )
 [[ -n "${cuda_root}" ]] && configure_args+=("-DCUDAToolkit_ROOT=${cuda_root}")
-command -v ninja >/dev/null && configure_args+=(-G Ninja)
+# With ninja, a failed file does not stop the others: one call shows every error.
+keep_going=()
+if command -v ninja >/dev/null; then
+  configure_args+=(-G Ninja)
+  keep_going=(-- -k 0)
+fi
 
 if record configure cmake "${configure_args[@]}" \
-   && record build cmake --build "${build_dir}" -j "${jobs}"; then
+   && record build cmake --build "${build_dir}" -j "${jobs}" "${keep_going[@]}"; then
   step "which NCCL the library loads (a CUDA libtorch may bring its own)"
   ldd "${build_dir}/libdtensor.so" 2>&1 | grep -E "nccl|cudart|torch_cuda" \
     | tee "${log_dir}/ldd.log" || true
-  record ctest ctest --test-dir "${build_dir}" --output-on-failure --timeout 900 -j 1 || true
+  [[ ${build_only} == 1 ]] && exit "${status}"
+  record ctest ctest --test-dir "${build_dir}" --output-on-failure --timeout 900 -j 8 || true
   if [[ ${run_bench} == 1 ]]; then
-    bench="${build_dir}/benchmarks/collective_bench"
-    if [[ -x "${bench}" ]]; then
-      record bench_nccl mpirun -np 1 "${bench}" --backend=nccl \
-        "--benchmark_out=${log_dir}/collective_bench_nccl.json" --benchmark_out_format=json || true
-    else
-      summary+=("SKIP  bench_nccl (${bench} not built)")
-    fi
+    for bench in collective_bench redistribute_bench; do
+      if [[ -x "${build_dir}/benchmarks/${bench}" ]]; then
+        record "${bench}_nccl" mpirun -np 1 "${build_dir}/benchmarks/${bench}" --backend=nccl \
+          --benchmark_min_time=0.05s "--benchmark_out=${log_dir}/${bench}_nccl.json" \
+          --benchmark_out_format=json || true
+      else
+        summary+=("SKIP  ${bench}_nccl (not built)")
+      fi
+    done
   fi
 fi
 exit "${status}"

@@ -2,6 +2,7 @@
 #include "examples/tp_mlp/tp_mlp.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <array>
@@ -16,11 +17,11 @@ struct Parameters {
   std::array<at::Tensor, 4> tensors;  // w1, b1, w2, b2
 };
 
-Parameters initial_parameters(const TpMlpOptions& o) {
-  auto values = [](std::vector<int64_t> shape, double phase) {
+Parameters initial_parameters(const TpMlpOptions& o, c10::Device device) {
+  auto values = [device](std::vector<int64_t> shape, double phase) {
     int64_t numel = 1;
     for (int64_t s : shape) numel *= s;
-    return at::arange(numel, at::kFloat).add(phase).sin().mul(0.5).reshape(shape);
+    return at::arange(numel, at::kFloat).add(phase).sin().mul(0.5).reshape(shape).to(device);
   };
   return {{values({o.hidden, o.in}, 0.1), values({o.hidden}, 0.2), values({o.out, o.hidden}, 0.3),
            values({o.out}, 0.4)}};
@@ -37,7 +38,7 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
 }
 
 void sgd_step(std::array<at::Tensor, 4>& params, double lr) {
-  at::NoGradGuard no_grad;
+  c10::AutoGradMode no_grad(false);
   for (at::Tensor& p : params) {
     p.sub_(p.grad() * lr);
     p.mutable_grad().zero_();
@@ -47,7 +48,8 @@ void sgd_step(std::array<at::Tensor, 4>& params, double lr) {
 }  // namespace
 
 std::vector<TpMlpStep> train_tp_mlp(const DeviceMesh& mesh, const TpMlpOptions& o) {
-  const Parameters init = initial_parameters(o);
+  // The reference trains on the mesh's device too, so both sides run the same kernels.
+  const Parameters init = initial_parameters(o, mesh.device());
   std::array<at::Tensor, 4> reference, sharded;
   const char* layouts[4] = {"S(0)", "S(0)", "S(1)", "R"};
   for (size_t i = 0; i < 4; ++i) {
@@ -56,8 +58,10 @@ std::vector<TpMlpStep> train_tp_mlp(const DeviceMesh& mesh, const TpMlpOptions& 
         distribute_tensor(init.tensors[i].clone().requires_grad_(), mesh, parse_placements(layouts[i]))
             .tensor();
   }
-  const at::Tensor x = at::arange(o.batch * o.in, at::kFloat).cos().reshape({o.batch, o.in});
-  const at::Tensor y = at::arange(o.batch * o.out, at::kFloat).sin().reshape({o.batch, o.out});
+  const at::Tensor x =
+      at::arange(o.batch * o.in, at::kFloat).cos().reshape({o.batch, o.in}).to(mesh.device());
+  const at::Tensor y =
+      at::arange(o.batch * o.out, at::kFloat).sin().reshape({o.batch, o.out}).to(mesh.device());
   const char* activation_layout = o.sequence_parallel ? "S(0)" : "R";
   const DTensor dx = distribute_tensor(x, mesh, parse_placements(activation_layout));
   const DTensor dy = distribute_tensor(y, mesh, parse_placements(activation_layout));

@@ -393,6 +393,24 @@ TEST(RedistributeTest, RepeatedExecutionsKeepSourceAndResultApart) {
   });
 }
 
+// Without streams (local, MPI) async_op completes in the call: the same
+// result, ready at once. The CUDA behaviour is tested in tests/nccl.
+TEST(RedistributeTest, AsyncOpOnStreamlessBackendsCompletesInTheCall) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    const at::Tensor global = make_global({7, 5});
+    for (const char* to : {"R,R", "S(1),S(0)", "S(0),RG(dims=1,units=[3,0])"}) {
+      SCOPED_TRACE(to);
+      const DTensor source = distribute_tensor(global, mesh, parse_placements("S(0),S(1)"));
+      const DTensor result = source.redistribute(parse_placements(to), {/*async_op=*/true});
+      EXPECT_TRUE(result.is_ready());
+      EXPECT_TRUE(source.is_ready());
+      EXPECT_TRUE(at::equal(result.to_local(),
+                            testing::expected_local(global, mesh, parse_placements(to))));
+    }
+  });
+}
+
 TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
   run_ranks(4, [](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});

@@ -56,6 +56,11 @@ at::Tensor bit_pattern(int rank, int64_t numel, c10::ScalarType dtype) {
   return values.to(dtype);
 }
 
+// A bool tensor (at::tensor has no bool-list overload in every libtorch).
+at::Tensor bools(std::initializer_list<bool> values) {
+  return at::tensor(std::vector<int64_t>(values.begin(), values.end()), at::kLong).ne(0);
+}
+
 // The bitwise reduction over ranks 0..n-1 of bit_pattern, on the CPU.
 at::Tensor expected_bitwise(int n, int64_t numel, c10::ScalarType dtype, ReduceOp op) {
   at::Tensor result = bit_pattern(0, numel, dtype);
@@ -91,13 +96,12 @@ TEST_F(NcclTest, EveryNcclDtype) {
 
 TEST_F(NcclTest, BoolMaxAndMinAreOrAndAnd) {
   const int n = world_->size();
-  at::Tensor any = at::tensor({world_->rank() == 0, false}, at::kBool).to(world_->device());
-  at::Tensor all =
-      at::tensor({world_->rank() != 0 || n == 1, true}, at::kBool).to(world_->device());
+  at::Tensor any = bools({world_->rank() == 0, false}).to(world_->device());
+  at::Tensor all = bools({world_->rank() != 0 || n == 1, true}).to(world_->device());
   world_->all_reduce(any, ReduceOp::kMax);
   world_->all_reduce(all, ReduceOp::kMin);
-  EXPECT_TRUE(at::equal(any.cpu(), at::tensor({true, false}, at::kBool)));
-  EXPECT_TRUE(at::equal(all.cpu(), at::tensor({n == 1, true}, at::kBool)));
+  EXPECT_TRUE(at::equal(any.cpu(), bools({true, false})));
+  EXPECT_TRUE(at::equal(all.cpu(), bools({n == 1, true})));
 }
 
 // band/bor/bxor take the gather-and-fold paths NCCL's missing reductions need.

@@ -53,12 +53,18 @@ std::vector<int64_t> with_rows(int64_t rows, at::IntArrayRef trailing) {
   return shape;
 }
 
-// The single-process result of reducing every rank's `make(rank)` with `op`.
+// The single-process result of reducing every rank's `make(rank)` with `op`,
+// as `dtype` reduces it: each term is first converted to `dtype` (so that -3
+// is 253 for uint8 and max/min see that), integers accumulate in int64 and
+// wrap on the final conversion like the backends' sums and products do.
 template <typename Make>
-at::Tensor reduce_all_ranks(int n, ReduceOp op, Make make) {
-  at::Tensor acc = make(0).to(at::kDouble);
+at::Tensor reduce_all_ranks(int n, ReduceOp op, c10::ScalarType dtype, Make make) {
+  const c10::ScalarType wide = c10::isIntegralType(dtype, /*includeBool=*/true) ? at::kLong
+                                                                                 : at::kDouble;
+  auto term_of = [&](int rank) { return make(rank).to(dtype).to(wide); };
+  at::Tensor acc = term_of(0);
   for (int p = 1; p < n; ++p) {
-    const at::Tensor term = make(p).to(at::kDouble);
+    const at::Tensor term = term_of(p);
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
@@ -108,7 +114,7 @@ void check_all_reduce(Communicator& comm, c10::ScalarType dtype) {
       };
       at::Tensor tensor = on(comm, make(comm.rank()), dtype);
       comm.all_reduce(tensor, op);
-      expect_same(tensor, reduce_all_ranks(n, op, make), dtype);
+      expect_same(tensor, reduce_all_ranks(n, op, dtype, make), dtype);
     }
   }
 }
@@ -124,7 +130,7 @@ void check_all_reduce_out_of_place(Communicator& comm, c10::ScalarType dtype) {
         if (op == ReduceOp::kProduct) return product_values(rank, shape);
         return op == ReduceOp::kAvg ? rank_values(rank, shape) * n : rank_values(rank, shape);
       };
-      const at::Tensor expected = reduce_all_ranks(n, op, make);
+      const at::Tensor expected = reduce_all_ranks(n, op, dtype, make);
       const at::Tensor input = on(comm, make(comm.rank()), dtype);
       at::Tensor output = on(comm, at::full(shape, 99, at::kLong), dtype);
       comm.all_reduce(input, output, op);
@@ -218,7 +224,7 @@ void check_reduce_scatter(Communicator& comm, c10::ScalarType dtype) {
     };
     at::Tensor output = on(comm, at::full({2, 3}, 99, at::kLong), dtype);
     comm.reduce_scatter(on(comm, make(comm.rank()), dtype), output, op);
-    expect_same(output, reduce_all_ranks(n, op, make).narrow(0, 2 * comm.rank(), 2), dtype);
+    expect_same(output, reduce_all_ranks(n, op, dtype, make).narrow(0, 2 * comm.rank(), 2), dtype);
   }
 }
 
@@ -232,7 +238,7 @@ void check_reduce_scatter_v(Communicator& comm, c10::ScalarType dtype) {
     auto make = [&](int rank) { return rank_values(rank, {total(counts), 2}); };
     at::Tensor output = on(comm, at::full({counts[comm.rank()], 2}, 99, at::kLong), dtype);
     comm.reduce_scatter_v(on(comm, make(comm.rank()), dtype), output, counts, op);
-    expect_same(output, reduce_all_ranks(n, op, make).narrow(0, offset, counts[comm.rank()]),
+    expect_same(output, reduce_all_ranks(n, op, dtype, make).narrow(0, offset, counts[comm.rank()]),
                 dtype);
   }
 }

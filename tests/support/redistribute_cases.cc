@@ -123,11 +123,12 @@ void run_random_redistribute_cases(const DeviceMesh& mesh, int64_t cases, uint32
       int64_t numel = 1;
       for (int64_t s : shape) numel *= s;
       // Integer values, small enough for bfloat16 to hold exactly.
-      at::Tensor global = ((at::arange(numel, at::kLong) * 7) % 61 + 1)
-                              .reshape(shape)
-                              .to(bf16 ? at::kBFloat16 : at::kFloat);
-      DTensor dt = distribute_tensor(global, mesh, source);
-      if (!at::equal(dt.to_local(), expected_local(global, mesh, *norm_source))) {
+      // On the mesh's device; comparisons happen on the CPU.
+      const at::Tensor global = ((at::arange(numel, at::kLong) * 7) % 61 + 1)
+                                    .reshape(shape)
+                                    .to(bf16 ? at::kBFloat16 : at::kFloat);
+      DTensor dt = distribute_tensor(global.to(mesh.device()), mesh, source);
+      if (!at::equal(dt.to_local().cpu(), expected_local(global, mesh, *norm_source))) {
         totals.fail(what.str() + " mesh rank " + std::to_string(rank) +
                     ": distribute_tensor to the source gave a wrong local tensor");
       }
@@ -147,17 +148,19 @@ void run_random_redistribute_cases(const DeviceMesh& mesh, int64_t cases, uint32
         changed += (*(*norm_source)[m] != *(*norm_target)[m]) ? 1 : 0;
       }
       if (rank == 0) totals.note_collectives(collectives, changed, what.str() + kinds);
-      at::Tensor direct = distribute_tensor(global, mesh, target).to_local();
-      at::Tensor full = out.full_tensor();
+      const at::Tensor direct =
+          distribute_tensor(global.to(mesh.device()), mesh, target).to_local().cpu();
+      const at::Tensor full = out.full_tensor().cpu();
+      const at::Tensor local = out.to_local().cpu();
       if (rank == 0) ++totals.cases;
       std::ostringstream problem;
       if (!same_placements(out.placements(), *norm_target)) {
         problem << " placements " << placements_to_string(out.placements());
       }
-      if (!at::equal(out.to_local(), direct)) {
-        problem << " local " << out.to_local().sizes() << " " << out.to_local().flatten()
+      if (!at::equal(local, direct)) {
+        problem << " local " << local.sizes() << " " << local.flatten()
                 << " expected " << direct.sizes() << " " << direct.flatten();
-      } else if (!at::equal(out.to_local(), expected_local(global, mesh, *norm_target))) {
+      } else if (!at::equal(local, expected_local(global, mesh, *norm_target))) {
         problem << " local equals a direct distribute but not the layout's slice";
       }
       if (!at::equal(full, global)) {

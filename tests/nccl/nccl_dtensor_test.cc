@@ -1,0 +1,180 @@
+// Copyright 2026 The dtensor Authors.
+//
+// tests/nccl/nccl_dtensor_test.cc: DTensors on CUDA over the NCCL backend,
+// on every rank under `mpirun -np 2` and `-np 4` (CTest label "gpu").
+//
+// The random redistribute cases of the local and MPI suites (fewer of them),
+// the collective counts the placements issue names, ops through the dispatch
+// path and tensor-parallel training, all with local tensors on the GPU and
+// every result compared exactly (or, for training, within float tolerance)
+// with the single-device one. Without a CUDA device every test skips.
+#include <cuda_runtime_api.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/redistribute/collective_counter.h"
+#ifndef DTENSOR_NO_TP_MLP
+#include "examples/tp_mlp/tp_mlp.h"
+#endif
+#include "mesh/communicator.h"
+#include "mesh/device_mesh.h"
+#include "placements/placements.h"
+#include "tests/support/redistribute_cases.h"
+
+#if DTENSOR_TORCH_HAS_CUDA
+#include <ATen/cuda/Sleep.h>
+#endif
+
+namespace dtensor {
+namespace {
+
+bool has_cuda_device() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+class NcclDTensorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!has_cuda_device()) GTEST_SKIP() << "no CUDA device: the NCCL backend needs one";
+    world_size_ = make_world_communicator("nccl")->size();
+  }
+
+  // The meshes every world size runs: 1-D, and 2-D when the size allows.
+  std::vector<std::vector<int64_t>> meshes() const {
+    std::vector<std::vector<int64_t>> shapes = {{world_size_}, {1, world_size_}};
+    if (world_size_ == 4) shapes.push_back({2, 2});
+    return shapes;
+  }
+
+  int64_t world_size_ = 0;
+};
+
+TEST_F(NcclDTensorTest, RandomRedistributeCasesRoundTrip) {
+  uint32_t seed = 9100;
+  for (const std::vector<int64_t>& shape : meshes()) {
+    SCOPED_TRACE(::testing::Message() << "mesh " << ::testing::PrintToString(shape));
+    const DeviceMesh mesh = init_device_mesh("nccl", shape);
+    ASSERT_TRUE(mesh.device().is_cuda());
+    testing::RedistributeCaseTotals totals;
+    testing::run_random_redistribute_cases(mesh, 80, seed++, totals);
+    for (const std::string& message : totals.messages) ADD_FAILURE() << message;
+    EXPECT_EQ(totals.failures, 0);
+    if (mesh.world()->rank() == 0) {
+      EXPECT_GE(totals.cases, 50);
+    }
+  }
+}
+
+TEST_F(NcclDTensorTest, IssueCollectiveCounts) {
+  if (world_size_ != 4) GTEST_SKIP() << "needs 4 ranks for a (2,2) mesh";
+  const DeviceMesh mesh = init_device_mesh("nccl", {2, 2}, {"dp", "tp"});
+  const at::Tensor global = at::arange(7 * 6, at::kFloat).reshape({7, 6});
+  const at::Tensor on_gpu = global.to(mesh.device());
+  struct Case {
+    const char* from;
+    const char* to;
+    int64_t most;
+  };
+  for (const Case& c : {Case{"S(0),S(1)", "S(0),S(0)", 1}, Case{"S(0),S(1)", "S(1),S(0)", 2},
+                        Case{"S(0),S(0)", "S(1),S(1)", 2}, Case{"P(sum),R", "R,R", 1}}) {
+    SCOPED_TRACE(std::string(c.from) + " -> " + c.to);
+    const DTensor source =
+        c.from[0] == 'P'
+            ? redistribute_any(distribute_tensor(on_gpu, mesh, parse_placements("R,R")),
+                               parse_placements(c.from))
+            : distribute_tensor(on_gpu, mesh, parse_placements(c.from));
+    CollectiveCounter counter;
+    const DTensor target = source.redistribute(parse_placements(c.to));
+    EXPECT_LE(counter.total(), c.most);
+    EXPECT_GE(counter.total(), 1);
+    EXPECT_TRUE(target.to_local().is_cuda());
+    EXPECT_TRUE(at::equal(target.to_local().cpu(),
+                          distribute_tensor(on_gpu, mesh, parse_placements(c.to)).to_local().cpu()));
+    EXPECT_TRUE(at::equal(target.full_tensor().cpu(), global));
+  }
+}
+
+// A matmul contracted over a sharded dim leaves Partial(sum); a pointwise op,
+// a reduction and a view ride on the shards; all equal one device's result.
+TEST_F(NcclDTensorTest, OpsThroughDispatchMatchOneDevice) {
+  const DeviceMesh mesh = init_device_mesh("nccl", {world_size_});
+  const at::TensorOptions gpu = at::TensorOptions().device(mesh.device());
+  const at::Tensor a = at::arange(6 * 10, gpu.dtype(at::kFloat)).reshape({6, 10}).div(7);
+  const at::Tensor b = at::arange(10 * 5, gpu.dtype(at::kFloat)).reshape({10, 5}).cos();
+  const DTensor da = distribute_tensor(a, mesh, parse_placements("S(1)"));
+  const DTensor db = distribute_tensor(b, mesh, parse_placements("S(0)"));
+
+  const DTensor product(at::mm(da, db));
+  EXPECT_EQ(placements_to_string(product.placements()), "P(sum)");
+  EXPECT_TRUE(product.to_local().is_cuda());
+  EXPECT_TRUE(at::allclose(product.full_tensor().cpu(), at::mm(a, b).cpu(), 1e-5, 1e-5));
+
+  const DTensor rows = distribute_tensor(a, mesh, parse_placements("S(0)"));
+  const DTensor summed(at::relu(rows.tensor() - 2).sum(1));
+  EXPECT_EQ(placements_to_string(summed.placements()), "S(0)");
+  EXPECT_TRUE(at::equal(summed.full_tensor().cpu(), at::relu(a - 2).sum(1).cpu()));
+
+  const DTensor viewed(rows.tensor().view({6, 2, 5}));
+  EXPECT_EQ(placements_to_string(viewed.placements()), "S(0)");
+  EXPECT_TRUE(at::equal(viewed.full_tensor().cpu(), a.view({6, 2, 5}).cpu()));
+
+  const at::Tensor half = a.to(at::kBFloat16);
+  const DTensor dhalf = distribute_tensor(half, mesh, parse_placements("S(1)"));
+  EXPECT_TRUE(at::equal(DTensor(dhalf.tensor() * 2).full_tensor().cpu(), (half * 2).cpu()));
+}
+
+#if DTENSOR_TORCH_HAS_CUDA
+// An async redistribute returns while its collectives are still ahead of the
+// device (queued behind a long kernel on the caller's stream), and the first
+// use of the result or of the source waits for them: in-place writes enqueued
+// right after the call never race with the collectives.
+TEST_F(NcclDTensorTest, AsyncRedistributeReturnsEarlyAndWaitsOnFirstUse) {
+  constexpr int64_t kHalfSecondOfCycles = 1'000'000'000;
+  const DeviceMesh mesh = init_device_mesh("nccl", {world_size_});
+  const at::Tensor global =
+      at::arange(8 * world_size_ * 6, at::kFloat).reshape({8 * world_size_, 6}).to(mesh.device());
+  for (const char* target : {"R", "S(1)"}) {
+    SCOPED_TRACE(target);
+    const DTensor source = distribute_tensor(global, mesh, parse_placements("S(0)"));
+    const at::Tensor expected =
+        distribute_tensor(global, mesh, parse_placements(target)).to_local().cpu();
+    at::cuda::sleep(kHalfSecondOfCycles);
+    const DTensor result = source.redistribute(parse_placements(target), {/*async_op=*/true});
+    EXPECT_FALSE(result.is_ready());
+    EXPECT_FALSE(source.is_ready());
+    result.to_local().add_(1);
+    source.to_local().mul_(0);
+    EXPECT_TRUE(at::equal(result.to_local().cpu(), expected + 1));
+    EXPECT_TRUE(result.is_ready());
+    EXPECT_EQ(source.to_local().abs().sum().item<float>(), 0.0f);
+  }
+}
+#endif
+
+#ifndef DTENSOR_NO_TP_MLP  // built without examples
+TEST_F(NcclDTensorTest, TensorParallelMlpTrainsLikeOneDevice) {
+  const DeviceMesh mesh = init_device_mesh("nccl", {world_size_});
+  for (bool sequence_parallel : {false, true}) {
+    SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "tensor parallel");
+    examples::TpMlpOptions options;
+    options.sequence_parallel = sequence_parallel;
+    options.batch = 7;  // uneven rows in the sequence-parallel variant
+    const auto steps = examples::train_tp_mlp(mesh, options);
+    ASSERT_EQ(steps.size(), 4u);
+    for (const auto& step : steps) {
+      EXPECT_NEAR(step.loss, step.reference_loss, 1e-5);
+      EXPECT_LT(step.max_grad_diff, 1e-5);
+      EXPECT_LT(step.max_param_diff, 1e-5);
+      EXPECT_EQ(step.output_placements, "P(sum)");
+      EXPECT_EQ(step.weight_grad_placements, "S(0)");
+    }
+    EXPECT_NE(steps.front().loss, steps.back().loss);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace dtensor
