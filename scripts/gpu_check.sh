@@ -65,10 +65,12 @@ print_summary() {
   echo "==== gpu_check summary ($(date -u +%FT%TZ), logs in ${log_dir})"
   local line
   for line in "${summary[@]}"; do echo "  ${line}"; done
-  if [[ -f "${log_dir}/ctest.log" ]]; then
-    grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\*\*\*" "${log_dir}/ctest.log" \
+  local log
+  for log in "${log_dir}/ctest.log" "${log_dir}/ctest_gpu.log"; do
+    [[ -f "${log}" ]] || continue
+    grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\*\*\*" "${log}" \
       | sed 's/^/  /' || true
-  fi
+  done
   echo "  overall: $([[ ${status} == 0 ]] && echo PASS || echo FAIL)"
   if [[ -n "${OUT:-}" ]]; then
     tar -czf "${OUT}/gpu-logs.tar.gz" -C "${build_dir}" gpu-logs
@@ -127,7 +129,9 @@ if record configure cmake "${configure_args[@]}" \
   ldd "${build_dir}/libdtensor.so" 2>&1 | grep -E "nccl|cudart|torch_cuda" \
     | tee "${log_dir}/ldd.log" || true
   [[ ${build_only} == 1 ]] && exit "${status}"
-  record ctest ctest --test-dir "${build_dir}" --output-on-failure --timeout 900 -j 8 || true
+  # The GPU suites verbosely, so the log shows every test that ran on the GPU.
+  record ctest ctest --test-dir "${build_dir}" --output-on-failure --timeout 900 -j 8 -LE gpu || true
+  record ctest_gpu ctest --test-dir "${build_dir}" -V --timeout 900 -L gpu || true
   if [[ ${run_bench} == 1 ]]; then
     for bench in collective_bench redistribute_bench; do
       if [[ -x "${build_dir}/benchmarks/${bench}" ]]; then

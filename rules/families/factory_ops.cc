@@ -4,9 +4,7 @@
 //
 // *_like fills keep the input's layout, with Partial read as Replicate (a
 // fill is a value, not a term). new_* factories take a global size and give
-// a Replicate tensor. Random *_like ops have no rule: each rank would draw
-// different numbers, so they raise rather than return an inconsistent
-// tensor.
+// a Replicate tensor. Random *_like ops are in random_ops.cc.
 #include "placements/replicate.h"
 #include "rules/registration.h"
 #include "rules/roles.h"

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "dtensor/dtensor.h"
+#include "dtensor/random.h"
 #include "dtensor/redistribute/collective_counter.h"
 #ifndef DTENSOR_NO_TP_MLP
 #include "examples/tp_mlp/tp_mlp.h"
@@ -124,6 +125,25 @@ TEST_F(NcclDTensorTest, OpsThroughDispatchMatchOneDevice) {
   const at::Tensor half = a.to(at::kBFloat16);
   const DTensor dhalf = distribute_tensor(half, mesh, parse_placements("S(1)"));
   EXPECT_TRUE(at::equal(DTensor(dhalf.tensor() * 2).full_tensor().cpu(), (half * 2).cpu()));
+}
+
+// On CUDA, dropout takes the fused native_dropout; its DTensor rule draws the
+// mask like the CPU kernel, so the result equals native_dropout on one CPU
+// device after the same seed, exactly.
+TEST_F(NcclDTensorTest, DropoutMatchesOneDevice) {
+  const DeviceMesh mesh = init_device_mesh("nccl", {world_size_});
+  const at::Tensor x = at::arange(7 * 5, at::kFloat).reshape({7, 5}).add(1);
+  at::manual_seed(31);
+  const at::Tensor expected = std::get<0>(at::native_dropout(x, 0.3, /*train=*/true));
+  for (const char* layout : {"S(0)", "S(1)", "R"}) {
+    SCOPED_TRACE(layout);
+    dtensor::manual_seed(31);
+    const DTensor y(
+        at::dropout(distribute_tensor(x.to(mesh.device()), mesh, parse_placements(layout)).tensor(),
+                    0.3, /*train=*/true));
+    EXPECT_EQ(placements_to_string(y.placements()), layout);
+    EXPECT_TRUE(at::equal(y.full_tensor().cpu(), expected));
+  }
 }
 
 #if DTENSOR_TORCH_HAS_CUDA
