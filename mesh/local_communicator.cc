@@ -9,9 +9,11 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -63,6 +65,23 @@ class WorldFailure {
     return first_rank_;
   }
 
+  // A rank whose function returned can join no collective any more.
+  void finish(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_.push_back(rank);
+    any_finished_.store(true, std::memory_order_release);
+  }
+
+  // The first of `ranks` whose function has returned, or -1.
+  int first_finished_of(const std::vector<int>& ranks) const {
+    if (!any_finished_.load(std::memory_order_acquire)) return -1;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int rank : finished_) {
+      if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) return rank;
+    }
+    return -1;
+  }
+
   [[noreturn]] void throw_failure(std::string_view waiting_in) const {
     std::lock_guard<std::mutex> lock(mutex_);
     DTENSOR_CHECK(false, "local backend: world rank ", first_rank_, " failed while this rank ",
@@ -71,9 +90,11 @@ class WorldFailure {
 
  private:
   std::atomic<bool> failed_{false};
+  std::atomic<bool> any_finished_{false};
   mutable std::mutex mutex_;
   int first_rank_ = -1;
   std::string reason_;
+  std::vector<int> finished_;
 };
 
 // What one rank asked for in the current collective; every rank posts one and
@@ -115,10 +136,17 @@ std::string describe(const PostedCall& c) {
 
 class LocalGroup {
  public:
-  LocalGroup(int size, std::shared_ptr<WorldFailure> failure, std::chrono::seconds timeout)
-      : size_(size), failure_(std::move(failure)), timeout_(timeout), posted_(size) {}
+  // `world_ranks`: the run_ranks rank of each member, in group rank order.
+  LocalGroup(std::vector<int> world_ranks, std::shared_ptr<WorldFailure> failure,
+             std::chrono::seconds timeout)
+      : size_(static_cast<int>(world_ranks.size())),
+        world_ranks_(std::move(world_ranks)),
+        failure_(std::move(failure)),
+        timeout_(timeout),
+        posted_(size_) {}
 
   int size() const { return size_; }
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
   const std::shared_ptr<WorldFailure>& failure() const { return failure_; }
   std::chrono::seconds timeout() const { return timeout_; }
   PostedCall& slot(int rank) { return posted_[rank]; }
@@ -171,6 +199,11 @@ class LocalGroup {
       progress_.wait_for(lock, kAbortPollInterval);
       if (ready()) break;
       if (failure_->failed()) failure_->throw_failure(call);
+      const int gone = failure_->first_finished_of(world_ranks_);
+      DTENSOR_CHECK(gone < 0, "local backend: ", call, ": expected every rank of the group to ",
+                    "join, found world rank ", gone,
+                    " returned from its run_ranks function; ranks must make the same "
+                    "collective calls");
       if (Clock::now() > deadline) {
         std::ostringstream reason;
         reason << "timed out after " << timeout_.count() << " s in " << call
@@ -182,6 +215,7 @@ class LocalGroup {
   }
 
   const int size_;
+  const std::vector<int> world_ranks_;
   const std::shared_ptr<WorldFailure> failure_;
   const std::chrono::seconds timeout_;
   std::vector<PostedCall> posted_;
@@ -429,8 +463,10 @@ class LocalCommunicator final : public Communicator {
     run(std::move(call), [&](const std::vector<PostedCall>& posted) {
       std::vector<int> members = members_of(posted, color);
       if (color >= 0 && members.front() == rank_) {
+        std::vector<int> world_ranks;
+        for (int member : members) world_ranks.push_back(group_->world_ranks()[member]);
         group_->slot(rank_).new_group = std::make_shared<LocalGroup>(
-            static_cast<int>(members.size()), group_->failure(), group_->timeout());
+            std::move(world_ranks), group_->failure(), group_->timeout());
       }
       group_->arrive_and_wait("split");
       if (color < 0) return;
@@ -567,7 +603,10 @@ std::shared_ptr<Communicator> local_world() {
 void run_ranks(int world_size, const std::function<void(int rank)>& fn) {
   DTENSOR_CHECK(world_size >= 1, "run_ranks: world_size: expected at least 1, found ", world_size);
   auto failure = std::make_shared<WorldFailure>();
-  auto group = std::make_shared<LocalGroup>(world_size, failure, timeout_from_environment());
+  std::vector<int> world_ranks(world_size);
+  std::iota(world_ranks.begin(), world_ranks.end(), 0);
+  auto group = std::make_shared<LocalGroup>(std::move(world_ranks), failure,
+                                            timeout_from_environment());
   std::vector<std::exception_ptr> errors(world_size);
   std::vector<std::thread> threads;
   threads.reserve(world_size);
@@ -581,6 +620,7 @@ void run_ranks(int world_size, const std::function<void(int rank)>& fn) {
         errors[rank] = std::current_exception();
         failure->fail(rank, describe_exception(errors[rank]));
       }
+      failure->finish(rank);
       current_local_world.reset();
     });
   }

@@ -2,7 +2,9 @@
 #include "mesh/local_communicator.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -208,12 +210,38 @@ TEST(LocalCommunicatorTest, MissingRankTimesOut) {
   try {
     run_ranks(2, [](int rank) {
       if (rank == 0) local_world()->barrier();
+      // Busy past the timeout: a rank that had returned would be named at once.
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     });
     ADD_FAILURE() << "expected a timeout";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("timed out after 1 s in barrier"), std::string::npos)
         << error.what();
   }
+  ::unsetenv("DTENSOR_LOCAL_TIMEOUT_SECONDS");
+}
+
+// A rank that returned can never join: its peers in a group waiting for it
+// fail at once, naming it, instead of hanging until the timeout; peers in
+// groups without it are unaffected.
+TEST(LocalCommunicatorTest, ReturnedRankReleasesItsGroupOnly) {
+  ::setenv("DTENSOR_LOCAL_TIMEOUT_SECONDS", "60", 1);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_ranks(4, [](int rank) {
+      auto pair = local_world()->split(rank / 2, rank);
+      if (rank == 3) return;
+      at::Tensor t = at::ones({1});
+      pair->all_reduce(t, ReduceOp::kSum);  // ranks 0 and 1 complete; rank 2 waits for rank 3
+      EXPECT_EQ(t.item<float>(), 2.0f);
+    });
+    ADD_FAILURE() << "expected rank 2 to fail";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("found world rank 3 returned from its run_ranks"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   ::unsetenv("DTENSOR_LOCAL_TIMEOUT_SECONDS");
 }
 

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include "dtensor/dtensor.h"
-#include "dtensor/redistribute/collective_counter.h"
 #include "mesh/communicator.h"
 #include "mesh/device_mesh.h"
 #include "placements/placements.h"
@@ -34,29 +33,7 @@ TEST(MpiRedistributeTest, RandomCasesRoundTrip) {
 
 TEST(MpiRedistributeTest, IssueCollectiveCounts) {
   skip_unless_four_ranks();
-  DeviceMesh mesh = init_device_mesh("mpi", {2, 2}, {"dp", "tp"});
-  const at::Tensor global = at::arange(7 * 6, at::kFloat).reshape({7, 6});
-  struct Case {
-    const char* from;
-    const char* to;
-    int64_t most;
-  };
-  for (const Case& c : {Case{"S(0),S(1)", "S(0),S(0)", 1}, Case{"S(0),S(1)", "S(1),S(0)", 2},
-                        Case{"S(0),S(0)", "S(1),S(1)", 2}, Case{"P(sum),R", "R,R", 1}}) {
-    SCOPED_TRACE(std::string(c.from) + " -> " + c.to);
-    DTensor source =
-        c.from[0] == 'P'
-            ? redistribute_any(distribute_tensor(global, mesh, parse_placements("R,R")),
-                               parse_placements(c.from))
-            : distribute_tensor(global, mesh, parse_placements(c.from));
-    CollectiveCounter counter;
-    DTensor target = source.redistribute(parse_placements(c.to));
-    EXPECT_LE(counter.total(), c.most);
-    EXPECT_GE(counter.total(), 1);
-    EXPECT_TRUE(at::equal(target.to_local(),
-                          distribute_tensor(global, mesh, parse_placements(c.to)).to_local()));
-    EXPECT_TRUE(at::equal(target.full_tensor(), global));
-  }
+  testing::check_issue_collective_counts(init_device_mesh("mpi", {2, 2}, {"dp", "tp"}));
 }
 
 }  // namespace

@@ -15,9 +15,8 @@
 
 #include "dtensor/dtensor.h"
 #include "dtensor/random.h"
-#include "dtensor/redistribute/collective_counter.h"
 #ifndef DTENSOR_NO_TP_MLP
-#include "examples/tp_mlp/tp_mlp.h"
+#include "tests/support/tp_mlp_expectations.h"
 #endif
 #include "mesh/communicator.h"
 #include "mesh/device_mesh.h"
@@ -71,31 +70,7 @@ TEST_F(NcclDTensorTest, RandomRedistributeCasesRoundTrip) {
 
 TEST_F(NcclDTensorTest, IssueCollectiveCounts) {
   if (world_size_ != 4) GTEST_SKIP() << "needs 4 ranks for a (2,2) mesh";
-  const DeviceMesh mesh = init_device_mesh("nccl", {2, 2}, {"dp", "tp"});
-  const at::Tensor global = at::arange(7 * 6, at::kFloat).reshape({7, 6});
-  const at::Tensor on_gpu = global.to(mesh.device());
-  struct Case {
-    const char* from;
-    const char* to;
-    int64_t most;
-  };
-  for (const Case& c : {Case{"S(0),S(1)", "S(0),S(0)", 1}, Case{"S(0),S(1)", "S(1),S(0)", 2},
-                        Case{"S(0),S(0)", "S(1),S(1)", 2}, Case{"P(sum),R", "R,R", 1}}) {
-    SCOPED_TRACE(std::string(c.from) + " -> " + c.to);
-    const DTensor source =
-        c.from[0] == 'P'
-            ? redistribute_any(distribute_tensor(on_gpu, mesh, parse_placements("R,R")),
-                               parse_placements(c.from))
-            : distribute_tensor(on_gpu, mesh, parse_placements(c.from));
-    CollectiveCounter counter;
-    const DTensor target = source.redistribute(parse_placements(c.to));
-    EXPECT_LE(counter.total(), c.most);
-    EXPECT_GE(counter.total(), 1);
-    EXPECT_TRUE(target.to_local().is_cuda());
-    EXPECT_TRUE(at::equal(target.to_local().cpu(),
-                          distribute_tensor(on_gpu, mesh, parse_placements(c.to)).to_local().cpu()));
-    EXPECT_TRUE(at::equal(target.full_tensor().cpu(), global));
-  }
+  testing::check_issue_collective_counts(init_device_mesh("nccl", {2, 2}, {"dp", "tp"}));
 }
 
 // A matmul contracted over a sharded dim leaves Partial(sum); a pointwise op,
@@ -182,16 +157,7 @@ TEST_F(NcclDTensorTest, TensorParallelMlpTrainsLikeOneDevice) {
     examples::TpMlpOptions options;
     options.sequence_parallel = sequence_parallel;
     options.batch = 7;  // uneven rows in the sequence-parallel variant
-    const auto steps = examples::train_tp_mlp(mesh, options);
-    ASSERT_EQ(steps.size(), 4u);
-    for (const auto& step : steps) {
-      EXPECT_NEAR(step.loss, step.reference_loss, 1e-5);
-      EXPECT_LT(step.max_grad_diff, 1e-5);
-      EXPECT_LT(step.max_param_diff, 1e-5);
-      EXPECT_EQ(step.output_placements, "P(sum)");
-      EXPECT_EQ(step.weight_grad_placements, "S(0)");
-    }
-    EXPECT_NE(steps.front().loss, steps.back().loss);
+    testing::expect_trains_like_one_device(examples::train_tp_mlp(mesh, options), 4);
   }
 }
 #endif

@@ -176,4 +176,31 @@ void run_random_redistribute_cases(const DeviceMesh& mesh, int64_t cases, uint32
   }
 }
 
+void check_issue_collective_counts(const DeviceMesh& mesh) {
+  const at::Tensor global = at::arange(7 * 6, at::kFloat).reshape({7, 6});
+  const at::Tensor on_device = global.to(mesh.device());
+  struct Case {
+    const char* from;
+    const char* to;
+    int64_t most;
+  };
+  for (const Case& c : {Case{"S(0),S(1)", "S(0),S(0)", 1}, Case{"S(0),S(1)", "S(1),S(0)", 2},
+                        Case{"S(0),S(0)", "S(1),S(1)", 2}, Case{"P(sum),R", "R,R", 1}}) {
+    SCOPED_TRACE(std::string(c.from) + " -> " + c.to);
+    const DTensor source =
+        c.from[0] == 'P'
+            ? redistribute_any(distribute_tensor(on_device, mesh, parse_placements("R,R")),
+                               parse_placements(c.from))
+            : distribute_tensor(on_device, mesh, parse_placements(c.from));
+    CollectiveCounter counter;
+    const DTensor target = source.redistribute(parse_placements(c.to));
+    EXPECT_LE(counter.total(), c.most);
+    EXPECT_GE(counter.total(), 1);
+    const at::Tensor direct =
+        distribute_tensor(on_device, mesh, parse_placements(c.to)).to_local();
+    EXPECT_TRUE(at::equal(target.to_local().cpu(), direct.cpu()));
+    EXPECT_TRUE(at::equal(target.full_tensor().cpu(), global));
+  }
+}
+
 }  // namespace dtensor::testing
