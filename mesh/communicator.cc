@@ -46,6 +46,13 @@ class ArgumentChecker {
                   output.scalar_type());
   }
 
+  // The checks every collective with an input and an output makes.
+  void input_and_output(const at::Tensor& input, const at::Tensor& output) const {
+    tensor(input, "input");
+    tensor(output, "output");
+    same_dtype(input, output);
+  }
+
   // Checks that `t` has `rows` rows whose shape is that of `like`'s rows.
   void shape(const at::Tensor& t, const char* name, int64_t rows, const at::Tensor& like) const {
     std::vector<int64_t> want(like.sizes().begin(), like.sizes().end());
@@ -173,9 +180,7 @@ void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
 
 void Communicator::all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
   ArgumentChecker check(*this, "all_reduce");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.reduce_op(op, input);
   DTENSOR_CHECK(input.sizes() == output.sizes(), "all_reduce: output: expected shape ",
                 input.sizes(), ", found ", output.sizes());
@@ -185,9 +190,7 @@ void Communicator::all_reduce(const at::Tensor& input, at::Tensor& output, Reduc
 
 void Communicator::all_gather(const at::Tensor& input, at::Tensor& output) {
   ArgumentChecker check(*this, "all_gather");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.shape(output, "output", size() * rows_of(input), input);
   do_all_gather(input, output);
 }
@@ -195,9 +198,7 @@ void Communicator::all_gather(const at::Tensor& input, at::Tensor& output) {
 void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
                                 absl::Span<const int64_t> rows_per_rank) {
   ArgumentChecker check(*this, "all_gather_v");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.counts(rows_per_rank, "rows_per_rank");
   check.shape(input, "input", rows_per_rank[rank()], input);
   check.shape(output, "output", sum_of(rows_per_rank), input);
@@ -207,9 +208,7 @@ void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
 void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
                                 absl::Span<const int64_t> sizes_per_rank, int64_t dim) {
   ArgumentChecker check(*this, "all_gather_v");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.counts(sizes_per_rank, "sizes_per_rank");
   check.dim(dim, output, "dim");
   check.shape_along(output, "output", dim, sum_of(sizes_per_rank), output, dim);
@@ -219,9 +218,7 @@ void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
 
 void Communicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
   ArgumentChecker check(*this, "reduce_scatter");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.reduce_op(op, input);
   check.shape(input, "input", size() * rows_of(output), output);
   check.apart(input, output, /*may_be_input=*/false);
@@ -231,9 +228,7 @@ void Communicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, R
 void Communicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
                                     absl::Span<const int64_t> rows_per_rank, ReduceOp op) {
   ArgumentChecker check(*this, "reduce_scatter_v");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.reduce_op(op, input);
   check.counts(rows_per_rank, "rows_per_rank");
   check.shape(input, "input", sum_of(rows_per_rank), input);
@@ -244,9 +239,7 @@ void Communicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
 
 void Communicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
   ArgumentChecker check(*this, "all_to_all");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   DTENSOR_CHECK(rows_of(input) % size() == 0,
                 "all_to_all: input rows: expected a multiple of the group size ", size(),
                 ", found ", rows_of(input));
@@ -257,9 +250,7 @@ void Communicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
 void Communicator::all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_rows,
                                 at::Tensor& output, absl::Span<const int64_t> recv_rows) {
   ArgumentChecker check(*this, "all_to_all_v");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.counts(send_rows, "send_rows");
   check.counts(recv_rows, "recv_rows");
   check.shape(input, "input", sum_of(send_rows), input);
@@ -273,9 +264,7 @@ void Communicator::all_to_all_v(const at::Tensor& input, absl::Span<const int64_
                                 int64_t send_dim, at::Tensor& output,
                                 absl::Span<const int64_t> recv_sizes, int64_t recv_dim) {
   ArgumentChecker check(*this, "all_to_all_v");
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.same_dtype(input, output);
+  check.input_and_output(input, output);
   check.counts(send_sizes, "send_sizes");
   check.counts(recv_sizes, "recv_sizes");
   check.dim(send_dim, input, "send_dim");

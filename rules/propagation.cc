@@ -123,12 +123,24 @@ class Engine {
                   call_.op_name(), " with inputs ", call_.describe_inputs(),
                   "; register one with dtensor::RuleRegistry::global().add(\"", call_.op_name(),
                   "\", rule), or opt into dtensor::ScopedReplicateFallback");
+    if (auto decomposed = decomposition()) return decomposed;
     infer_outputs();
     collect_rows();
     return choose();
   }
 
  private:
+  std::unique_ptr<Propagation> decomposition() const {
+    if (rules_ == nullptr) return nullptr;
+    for (const OpRule& rule : *rules_) {
+      if (!rule.decomposition) continue;
+      auto result = std::make_unique<Propagation>();
+      result->decomposition = rule.decomposition;
+      return result;
+    }
+    return nullptr;
+  }
+
   void infer_outputs() {
     OutputShapesFn from_rule;
     if (rules_ != nullptr) {

@@ -51,6 +51,9 @@ struct Propagation {
   std::vector<ReturnLayout> returns;
   // The chosen rule's local kernel; empty for the op itself.
   LocalKernelFn local_kernel;
+  // Set when the op runs as other ops on DTensors (OpRule::decomposition);
+  // nothing else here is then filled in.
+  DecompositionFn decomposition;
   // The written tensor takes the output's layout (OpRule::updates_layout_in_place).
   bool updates_layout_in_place = false;
   // Output specs, made on first use (their dtype is the local result's).

@@ -4,11 +4,15 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "dtensor/base/check.h"
+#include "mesh/device_mesh.h"
 #include "placements/partial.h"
 #include "placements/replicate.h"
 #include "placements/shard.h"
+#include "rules/propagation.h"
 #include "rules/roles.h"
 
 namespace dtensor {
@@ -83,7 +87,9 @@ PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placeme
   }
   const std::optional<ReduceOp> gives = r.mean ? std::optional<ReduceOp>(ReduceOp::kSum)
                                                : r.split_gives;
-  if (!gives || !all_reduced || !p.fills_role(RuleRole::kContraction)) return nullptr;
+  const bool norm = r.norm_order_argument.has_value();
+  if ((!gives && !norm) || !all_reduced || !p.fills_role(RuleRole::kContraction)) return nullptr;
+  if (norm) return Replicate::make();  // the kernel combines the parts
   if (r.needs_nonempty_shards && !every_shard_nonempty(call, dim)) return nullptr;
   return Partial::make(*gives);
 }
@@ -104,7 +110,9 @@ std::vector<ShardingRow> reduction_rows(const OpCall& call, const Reduction& r, 
   } else if (const auto op = p->partial_op()) {
     if (std::count(r.partials_pass.begin(), r.partials_pass.end(), *op)) add(p, p);
   }
-  if (r.mean) add(Replicate::make(), Replicate::make());  // the kernel runs its own rows only
+  // A rule with a kernel offers its own all-Replicate row (the engine adds it
+  // only to rules without one).
+  if (r.mean || r.norm_order_argument) add(Replicate::make(), Replicate::make());
   return rows;
 }
 
@@ -134,6 +142,67 @@ void mean_kernel(const Reduction& r, const c10::OperatorHandle&, torch::jit::Sta
   stack.push_back(out);
 }
 
+// The mesh dims whose chosen input placement splits a reduced dim.
+std::vector<int64_t> mesh_dims_splitting_reduced(const LocalContext& context,
+                                                 const std::vector<bool>& reduced) {
+  std::vector<int64_t> out;
+  const auto& placements = context.propagation.input_targets.front()->placements();
+  for (size_t m = 0; m < placements.size(); ++m) {
+    const auto dim = split_dim_of(*placements[m]);
+    if (dim && reduced[*dim]) out.push_back(static_cast<int64_t>(m));
+  }
+  return out;
+}
+
+// max (or min) of |x| over `dims`; an empty shard gives the identity 0 (or inf).
+at::Tensor extreme_of_abs(const at::Tensor& abs, const std::vector<int64_t>& dims, bool keep,
+                          bool max) {
+  int64_t reduced_numel = 1;
+  for (int64_t d : dims) reduced_numel *= abs.size(d);
+  if (reduced_numel == 0) {
+    return at::sum(abs, dims, keep).fill_(max ? 0.0 : std::numeric_limits<double>::infinity());
+  }
+  return max ? at::amax(abs, dims, keep) : at::amin(abs, dims, keep);
+}
+
+void norm_kernel(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                 const LocalContext& context) {
+  const OpCall& call = context.call;
+  const std::vector<bool> reduced = reduced_dims(call, r);
+  const std::vector<int64_t> combine = mesh_dims_splitting_reduced(context, reduced);
+  if (combine.empty()) {
+    op.callBoxed(stack);
+    return;
+  }
+  const c10::IValue& order = call.argument(*r.norm_order_argument);
+  const double p = order.isNone() ? 2.0 : order.toScalar().toDouble();
+  at::Tensor x = stack[0].toTensor();
+  const auto dtype_index = call.schema().argumentIndexWithName("dtype");
+  if (dtype_index && !call.argument(*dtype_index).isNone()) {
+    x = x.to(call.argument(*dtype_index).toScalarType());
+  }
+  x = x.abs();
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (reduced[d]) dims.push_back(static_cast<int64_t>(d));
+  }
+  const bool keep = keepdim(call, r);
+  ReduceOp combine_op = ReduceOp::kSum;
+  at::Tensor part;
+  if (std::isinf(p)) {
+    combine_op = p > 0 ? ReduceOp::kMax : ReduceOp::kMin;
+    part = extreme_of_abs(x, dims, keep, p > 0);
+  } else if (p == 0) {
+    part = at::sum(x.ne(0).to(x.scalar_type()), dims, keep);
+  } else {
+    part = at::sum(x.pow(p), dims, keep);
+  }
+  for (int64_t m : combine) context.mesh.communicator(m)->all_reduce(part, combine_op);
+  if (p != 0 && !std::isinf(p)) part = part.pow(1.0 / p);
+  torch::jit::drop(stack, stack.size());
+  stack.push_back(part);
+}
+
 }  // namespace
 
 OpRule reduction_rule(const Reduction& reduction) {
@@ -149,6 +218,12 @@ OpRule reduction_rule(const Reduction& reduction) {
     rule.local_kernel = [reduction](const c10::OperatorHandle& op, torch::jit::Stack& stack,
                                     const LocalContext& context) {
       mean_kernel(reduction, op, stack, context);
+    };
+  }
+  if (reduction.norm_order_argument) {
+    rule.local_kernel = [reduction](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                    const LocalContext& context) {
+      norm_kernel(reduction, op, stack, context);
     };
   }
   return rule;

@@ -39,6 +39,13 @@ struct Reduction {
   // Mean: each rank sums its part and divides by the global count, giving
   // Partial(sum) for a split reduced dim. Sets a local kernel.
   bool mean = false;
+  // Vector norms: the argument holding the order p (None: 2). A split reduced
+  // dim leaves each rank its part of sum |x|^p (max or min |x| for +-inf, the
+  // nonzero count for 0); the local kernel all-reduces the parts over the mesh
+  // dims that split a reduced dim and takes the root, so the norm comes out
+  // Replicate there without gathering the tensor (gradient clipping over
+  // sharded parameters).
+  std::optional<size_t> norm_order_argument;
 };
 
 OpRule reduction_rule(const Reduction& reduction);

@@ -14,8 +14,10 @@ void check_op_name(std::string_view op_name) {
 }
 
 void check_rule(std::string_view op_name, const OpRule& rule) {
-  DTENSOR_CHECK(static_cast<bool>(rule.strategy), "rule registry: ", op_name,
-                ": expected a rule with a strategy, found none");
+  DTENSOR_CHECK(static_cast<bool>(rule.strategy) != static_cast<bool>(rule.decomposition),
+                "rule registry: ", op_name,
+                ": expected a rule with either a strategy or a decomposition, found ",
+                rule.strategy ? "both" : "neither");
 }
 
 }  // namespace

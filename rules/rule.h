@@ -62,9 +62,19 @@ const std::vector<int64_t>& local_output_shape(const LocalContext& context, size
 using LocalKernelFn = std::function<void(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                                          const LocalContext& context)>;
 
+// Computes the op from other ops on DTensors: `stack` holds the call's
+// arguments (DTensors as they are); replace them by the op's results. Each op
+// the decomposition calls propagates on its own.
+using DecompositionFn =
+    std::function<void(const c10::OperatorHandle& op, torch::jit::Stack& stack)>;
+
 struct OpRule {
-  // Required: the rows that hold on one mesh dim.
+  // The rows that hold on one mesh dim. Required unless `decomposition` is set.
   std::function<std::vector<ShardingRow>(const OpCall& call, int64_t mesh_dim)> strategy;
+  // Instead of rows: ops whose inputs no single row can describe (the
+  // `_foreach_*` lists, whose elements each have their own layout) run as
+  // other ops on DTensors. An op with a decomposition uses nothing else.
+  DecompositionFn decomposition;
   // Optional: output shapes; by default the op runs on meta tensors.
   OutputShapesFn output_shapes;
   // Optional: how rows of THIS rule compute locally; by default the op itself

@@ -5,6 +5,8 @@
 // shapes split unevenly over 4 ranks.
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "dtensor/debug/rule_verifier.h"
 
 namespace dtensor {
@@ -20,6 +22,14 @@ at::Tensor positive(std::vector<int64_t> shape, int64_t seed = 0) {
   return values(std::move(shape), seed).abs().add(1);
 }
 
+// [rows, cols] indices whose entry (i, j) is (step * j + i) mod `modulo`:
+// with step coprime to modulo and cols == modulo, each row is a permutation.
+at::Tensor index_pattern(int64_t rows, int64_t cols, int64_t step, int64_t modulo) {
+  const at::Tensor i = at::arange(rows, at::kLong).unsqueeze(1);
+  const at::Tensor j = at::arange(cols, at::kLong).unsqueeze(0);
+  return (j * step + i).remainder(modulo);
+}
+
 SampleCall call(std::string op, std::vector<c10::IValue> arguments) {
   return {std::move(op), std::move(arguments)};
 }
@@ -32,6 +42,11 @@ std::vector<SampleCall> builtin_samples() {
   const at::Tensor m1 = values({5, 7}), m2 = values({7, 6}, 1), v = values({7}, 2);
   const at::Tensor b1 = values({3, 5, 7}), b2 = values({3, 7, 6}, 1), x3 = values({3, 5, 6});
   const c10::optional<at::ScalarType> no_dtype;
+  const double inf = std::numeric_limits<double>::infinity();
+  // nll_loss: log-probabilities [7, 5] (7 rows split unevenly), class 2 ignored in one sample.
+  const at::Tensor log_probs = values({7, 5}, 4),
+                   target = at::tensor({0, 4, 2, 2, 1, 3, 0}, at::kLong);
+  const int64_t none = 0, mean = 1, sum = 2, no_ignore = -100;
   std::vector<SampleCall> s = {
       call("aten::add.Tensor", {a, b, 1}),
       call("aten::add.Tensor", {a, row, 2}),
@@ -62,6 +77,12 @@ std::vector<SampleCall> builtin_samples() {
       call("aten::amax", {a, std::vector<int64_t>{0}, false}),
       call("aten::amin", {a, std::vector<int64_t>{1}, true}),
       call("aten::argmax", {a, 1, false}),
+      call("aten::linalg_vector_norm", {a, 2, c10::IValue(), false, no_dtype}),
+      call("aten::linalg_vector_norm", {a, 1, std::vector<int64_t>{0}, true, no_dtype}),
+      call("aten::linalg_vector_norm", {a, inf, std::vector<int64_t>{1}, false, no_dtype}),
+      call("aten::linalg_vector_norm", {a, -inf, c10::IValue(), false, no_dtype}),
+      call("aten::linalg_vector_norm", {a, 0, std::vector<int64_t>{0, 1}, false, no_dtype}),
+      call("aten::norm.Scalar", {x3, 3}),
       call("aten::var.correction", {a, std::vector<int64_t>{0}, c10::IValue(1), false}),
       call("aten::_softmax", {a, 1, false}),
       call("aten::_log_softmax", {a, 0, false}),
@@ -80,12 +101,25 @@ std::vector<SampleCall> builtin_samples() {
       call("aten::cat", {c10::List<at::Tensor>({a, b}), 0}),
       call("aten::stack", {c10::List<at::Tensor>({a, b}), 1}),
       call("aten::index_select", {a, 0, at::tensor({4, 0, 2}, at::kLong)}),
-      call("aten::embedding", {values({9, 4}), at::tensor({0, 8, 3, 5, 5, 1}, at::kLong).reshape({2, 3}), -1,
-                               false, false}),
-      call("aten::zeros_like", {a, no_dtype, c10::IValue(), c10::IValue(), c10::IValue(),
-                                c10::IValue()}),
-      call("aten::native_layer_norm", {x3, std::vector<int64_t>{6}, positive({6}), values({6}),
-                                       1e-5}),
+      call("aten::gather", {a, 1, index_pattern(5, 3, 2, 6), false}),
+      call("aten::gather", {a, 0, index_pattern(3, 6, 1, 5), false}),
+      call("aten::scatter.src", {a, 1, index_pattern(5, 6, 5, 6), b}),
+      call("aten::scatter_add", {a, 0, index_pattern(5, 6, 2, 5), b}),
+      call("aten::nll_loss_forward", {log_probs, target, c10::IValue(), mean, no_ignore}),
+      call("aten::nll_loss_forward", {log_probs, target, positive({5}), mean, 2}),
+      call("aten::nll_loss_forward", {log_probs, target, c10::IValue(), sum, no_ignore}),
+      call("aten::nll_loss_forward", {log_probs, target, c10::IValue(), none, 2}),
+      call("aten::nll_loss_backward", {at::scalar_tensor(0.5), log_probs, target, c10::IValue(),
+                                       mean, no_ignore, at::scalar_tensor(7.0)}),
+      call("aten::nll_loss_backward",
+           {values({7}, 1), log_probs, target, positive({5}), none, 2, at::scalar_tensor(0.0)}),
+      call("aten::embedding",
+           {values({9, 4}), at::tensor({0, 8, 3, 5, 5, 1}, at::kLong).reshape({2, 3}), -1, false,
+            false}),
+      call("aten::zeros_like",
+           {a, no_dtype, c10::IValue(), c10::IValue(), c10::IValue(), c10::IValue()}),
+      call("aten::native_layer_norm",
+           {x3, std::vector<int64_t>{6}, positive({6}), values({6}), 1e-5}),
   };
   return s;
 }

@@ -129,6 +129,7 @@ std::vector<FoundRow> collect_rows(const c10::OperatorHandle& op, const DeviceMe
     }
     const OpCall call = make_call(op, arguments, DispatchModes{});
     for (const OpRule& rule : rules) {
+      if (!rule.strategy) continue;  // a decomposition: the ops it calls have samples
       for (ShardingRow& row : rule.strategy(call, 0)) {
         for (size_t i = 0; i < row.inputs.size(); ++i) {
           if (row.inputs[i] == nullptr) row.inputs[i] = call.placement(i, 0);

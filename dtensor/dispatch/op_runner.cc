@@ -129,6 +129,10 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
     propagation = key ? cache.insert(std::move(*key), std::move(result))
                       : (uncached = std::move(result)).get();
   }
+  if (propagation->decomposition) {
+    propagation->decomposition(op, stack);
+    return;
+  }
   if (propagation->local_kernel && !call) call.emplace(make_call(op, arguments, modes));
   run_with_propagation(op, stack, *propagation, call ? &*call : nullptr);
 }

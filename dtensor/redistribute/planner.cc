@@ -40,6 +40,14 @@ bool is_group_local(const Placements& state, int64_t first, int64_t last, const 
   return true;
 }
 
+// A group of one rank exchanges nothing, whatever the other mesh dims split.
+bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
+  for (int64_t m = first; m <= last; ++m) {
+    if (mesh.size(m) != 1) return false;
+  }
+  return true;
+}
+
 double step_cost(const Transition& transition, int64_t bytes) {
   const CostModel& model = cost_model();
   if (!transition.communicates()) return model.local_step_us + bytes / (model.bytes_per_us * 10);
@@ -114,7 +122,10 @@ class Planner {
              candidates(source_.placements(), target_.placements(), first, last)) {
           if (*to == *state[first]) continue;
           if (to->is_partial() && !state[first]->is_replicate()) continue;
-          if (!is_group_local(state, first, last, *state[first], *to)) continue;
+          if (!single_rank_group(from->mesh(), first, last) &&
+              !is_group_local(state, first, last, *state[first], *to)) {
+            continue;
+          }
           Placements next = state;
           for (int64_t m = first; m <= last; ++m) next[m] = to;
           std::optional<PlannedStep> step = make_step(from, std::move(next), first, last);

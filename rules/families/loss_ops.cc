@@ -4,12 +4,17 @@
 // log_softmax and nll_loss).
 //
 // The class dim must be whole. A split batch passes through with
-// reduction=none, gives Partial(sum) with reduction=sum; reduction=mean
-// divides by a data-dependent total weight, so the forward needs the whole
-// batch, while the backward receives that total as an input and works on a
-// split batch.
+// reduction=none and gives Partial(sum) with reduction=sum. reduction=mean
+// divides by the total weight of the WHOLE batch, which no rank has: on a
+// split batch the forward's local kernel sums its rows, all-reduces the total
+// weight over the mesh dims that split the batch, and divides, giving
+// Partial(sum) means and a replicated total weight (as PyTorch's loss
+// parallel does). The backward receives that total as an input and works on
+// a split batch.
+#include "mesh/device_mesh.h"
 #include "placements/partial.h"
 #include "placements/replicate.h"
+#include "rules/propagation.h"
 #include "rules/registration.h"
 #include "rules/roles.h"
 
@@ -18,6 +23,7 @@ namespace {
 
 constexpr int64_t kReductionNone = 0;
 constexpr int64_t kReductionMean = 1;
+constexpr int64_t kReductionSum = 2;
 
 // The batch dim of [N, C] logits (1-D logits have none).
 bool batch_split(const OpCall& call, const Placement& p) {
@@ -27,17 +33,51 @@ bool batch_split(const OpCall& call, const Placement& p) {
 
 // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
 std::vector<ShardingRow> forward_rows(const OpCall& call, int64_t m) {
-  std::vector<ShardingRow> rows;
+  // The local kernel below replaces the op, so the engine does not offer the
+  // all-Replicate row by itself.
+  std::vector<ShardingRow> rows = {replicate_row(call)};
   const PlacementPtr& p = call.placement(0, m);
+  if (!batch_split(call, *p)) return rows;
   const int64_t reduction = call.argument("reduction").toInt();
-  if (!batch_split(call, *p) || reduction == kReductionMean) return rows;
   ShardingRow row;
   row.inputs = {p, p->moved_to_dim(0)};
   if (call.num_inputs() > 2) row.inputs.push_back(Replicate::make());
   const PlacementPtr sum = Partial::make(ReduceOp::kSum);
-  row.outputs = {reduction == kReductionNone ? p->moved_to_dim(0) : sum, sum};
+  const bool mean = reduction == kReductionMean;
+  row.outputs = {reduction == kReductionNone ? p->moved_to_dim(0) : sum,
+                 mean ? Replicate::make() : sum};
   rows.push_back(std::move(row));
   return rows;
+}
+
+// The mesh dims on which the chosen layout splits the batch.
+std::vector<int64_t> batch_split_mesh_dims(const LocalContext& context) {
+  std::vector<int64_t> dims;
+  const auto& placements = context.propagation.input_targets.front()->placements();
+  for (size_t m = 0; m < placements.size(); ++m) {
+    if (split_dim_of(*placements[m])) dims.push_back(static_cast<int64_t>(m));
+  }
+  return dims;
+}
+
+void forward_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                    const LocalContext& context) {
+  const size_t num_arguments = op.schema().arguments().size();
+  c10::IValue& reduction =
+      stack[stack.size() - num_arguments + *op.schema().argumentIndexWithName("reduction")];
+  const std::vector<int64_t> split = batch_split_mesh_dims(context);
+  if (split.empty() || reduction.toInt() != kReductionMean) {
+    op.callBoxed(stack);
+    return;
+  }
+  reduction = kReductionSum;
+  op.callBoxed(stack);
+  at::Tensor total_weight = stack.back().toTensor().clone();
+  for (int64_t m : split) context.mesh.communicator(m)->all_reduce(total_weight, ReduceOp::kSum);
+  const at::Tensor mean = stack[stack.size() - 2].toTensor().div(total_weight);
+  torch::jit::drop(stack, 2);
+  stack.push_back(mean);
+  stack.push_back(total_weight);
 }
 
 // nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
@@ -65,6 +105,7 @@ std::vector<ShardingRow> backward_rows(const OpCall& call, int64_t m) {
 DTENSOR_REGISTER_RULES(loss) {
   OpRule forward;
   forward.strategy = forward_rows;
+  forward.local_kernel = forward_kernel;
   add_to_existing(registry, {"aten::nll_loss_forward"}, forward);
   OpRule backward;
   backward.strategy = backward_rows;

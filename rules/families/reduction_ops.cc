@@ -49,7 +49,7 @@ DTENSOR_REGISTER_RULES(reduction) {
   const Reduction prod = combining(ReduceOp::kProduct, {ReduceOp::kProduct});
   add_to_existing(registry, {"aten::prod.dim_int"}, reduction_rule(prod));
   add_to_existing(registry, {"aten::prod"}, reduction_rule(over_all(prod)));
-  // Values with indices, statistics and norms: reduced dims must be whole.
+  // Values with indices and statistics: reduced dims must be whole.
   add_to_existing(registry,
                   {"aten::max.dim", "aten::min.dim", "aten::argmax", "aten::argmin",
                    "aten::logsumexp"},
@@ -58,8 +58,11 @@ DTENSOR_REGISTER_RULES(reduction) {
                   {"aten::var.correction", "aten::std.correction", "aten::var_mean.correction",
                    "aten::std_mean.correction"},
                   reduction_rule(local_only(1, 3)));
+  Reduction norm = local_only(2, 3);
+  norm.norm_order_argument = 1;
   add_to_existing(registry, {"aten::norm.ScalarOpt_dim", "aten::linalg_vector_norm"},
-                  reduction_rule(local_only(2, 3)));
+                  reduction_rule(norm));
+  add_to_existing(registry, {"aten::norm.Scalar"}, reduction_rule(over_all(norm)));
 }
 
 }  // namespace dtensor

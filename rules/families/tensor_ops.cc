@@ -4,9 +4,10 @@
 // return Python-level values.
 //
 // cat and stack keep a split that every operand has on the same dim (not the
-// joined one); index_select, gather and scatter-like ops need the indexed
-// dim whole; ops returning a scalar or bool run on replicated inputs so
-// every rank returns the same value.
+// joined one); index_select, gather and scatter need the indexed dim whole
+// and keep a split every tensor has alike on another dim (gather also keeps
+// any split of the index when the source is whole); ops returning a scalar or
+// bool run on replicated inputs so every rank returns the same value.
 #include <numeric>
 
 #include "placements/replicate.h"
@@ -52,6 +53,62 @@ DimMap keep_all_but(const OpCall& call, size_t dim_argument) {
   return map;
 }
 
+// Whether `p` splits tensor dim `dim` (a placement merging k leading dims
+// splits all of them).
+bool splits_dim(const Placement& p, int64_t dim) {
+  const int64_t merged = p.merged_leading_dims();
+  return merged > 0 ? dim < merged : p.split_dim() == dim;
+}
+
+// Whether every input has `ndim` dims and the same sizes on the dims `p` splits.
+bool split_dims_agree(const OpCall& call, const Placement& p, int64_t ndim) {
+  const std::vector<int64_t>& shape = call.input(0).spec->shape();
+  for (size_t i = 0; i < call.num_inputs(); ++i) {
+    const std::vector<int64_t>& other = call.input(i).spec->shape();
+    if (static_cast<int64_t>(other.size()) != ndim) return false;
+    for (int64_t d = 0; d < ndim; ++d) {
+      if (splits_dim(p, d) && other[d] != shape[d]) return false;
+    }
+  }
+  return true;
+}
+
+// gather(self, dim, index) and scatter(self, dim, index, src?): every tensor
+// split alike on a dim other than `dim`, whose sizes agree, indexes locally.
+std::vector<ShardingRow> index_along_rows(const OpCall& call, int64_t m) {
+  std::vector<ShardingRow> rows;
+  const int64_t ndim = call.input(0).spec->ndim();
+  if (ndim == 0) return rows;
+  const int64_t dim = normalize_tensor_dim(call.argument(1).toInt(), ndim, call.op_name());
+  for (size_t i = 0; i < call.num_inputs(); ++i) {
+    const PlacementPtr& p = call.placement(i, m);
+    const auto split = split_dim_of(*p);
+    if (!split || splits_dim(*p, dim) || !split_dims_agree(call, *p, ndim)) continue;
+    PlacementPtr moved = move_for_role(*p, RuleRole::kPassThrough, *split);
+    if (moved == nullptr) continue;
+    rows.push_back({std::vector<PlacementPtr>(call.num_inputs(), moved), {moved}});
+  }
+  return rows;
+}
+
+// gather of a whole source by an index split along `dim`: each output element
+// reads the source at positions its index value names, so the output takes
+// the index's split. (Split along another dim, the source must be split alike:
+// index_along_rows.)
+std::vector<ShardingRow> gather_by_index_rows(const OpCall& call, int64_t m) {
+  std::vector<ShardingRow> rows = index_along_rows(call, m);
+  const PlacementPtr& index = call.placement(1, m);
+  const auto split = split_dim_of(*index);
+  const int64_t ndim = call.input(0).spec->ndim();
+  if (!split || ndim == 0 || index->merged_leading_dims() > 1 ||
+      *split != normalize_tensor_dim(call.argument(1).toInt(), ndim, call.op_name())) {
+    return rows;
+  }
+  PlacementPtr moved = move_for_role(*index, RuleRole::kPassThrough, *split);
+  if (moved != nullptr) rows.push_back({{Replicate::make(), moved}, {moved}});
+  return rows;
+}
+
 OpRule replicated_only() {
   OpRule rule;
   rule.strategy = [](const OpCall&, int64_t) { return std::vector<ShardingRow>{}; };
@@ -77,10 +134,20 @@ DTENSOR_REGISTER_RULES(tensor) {
     return std::vector<std::vector<int64_t>>{shape};
   };
   add_to_existing(registry, {"aten::index_select"}, index_select);
+  OpRule gather;
+  gather.strategy = gather_by_index_rows;
+  add_to_existing(registry, {"aten::gather"}, gather);
+  OpRule scatter;
+  scatter.strategy = index_along_rows;
   add_to_existing(registry,
-                  {"aten::gather", "aten::_local_scalar_dense", "aten::equal",
-                   "aten::is_nonzero", "aten::allclose"},
-                  replicated_only());
+                  {"aten::scatter.src", "aten::scatter_.src", "aten::scatter.value",
+                   "aten::scatter_.value", "aten::scatter.reduce", "aten::scatter_.reduce",
+                   "aten::scatter.value_reduce", "aten::scatter_.value_reduce", "aten::scatter_add",
+                   "aten::scatter_add_", "aten::scatter_reduce.two", "aten::scatter_reduce_.two"},
+                  scatter);
+  add_to_existing(
+      registry, {"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::allclose"},
+      replicated_only());
 }
 
 }  // namespace dtensor

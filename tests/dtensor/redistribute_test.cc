@@ -287,6 +287,25 @@ TEST(RedistributeTest, ThreeDimMeshIssueCase) {
   });
 }
 
+// A mesh dim of size 1 changes placement without communicating: its one rank
+// holds the same elements either way (and a Partial of one term is the value).
+TEST(RedistributeTest, SingleRankMeshDimsChangeWithoutCollectives) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {1, 4});
+    for (const Shape& shape : {Shape{7, 5}, Shape{2, 9}}) {
+      run_nd("S(0),S(1)", "R,S(1)", shape, mesh, 0, /*exact=*/true);
+      run_nd("S(1),S(0)", "SS(0,2),S(0)", shape, mesh, 0, /*exact=*/true);
+      run_nd("RG(dims=1,units=[3]),S(1)", "S(1),S(1)", shape, mesh, 0, /*exact=*/true);
+      run_nd("S(0),S(0)", "R,S(1)", shape, mesh, 1, /*exact=*/true);
+    }
+  });
+  run_ranks(1, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {1});
+    run_nd("S(0)", "S(1)", Shape{7, 5}, mesh, 0, /*exact=*/true);
+    run_nd("S(1)", "R", Shape{7, 5}, mesh, 0, /*exact=*/true);
+  });
+}
+
 TEST(RedistributeTest, StridedShardOverShardToReplicate) {
   run_ranks(8, [](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {4, 2});

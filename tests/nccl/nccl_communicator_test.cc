@@ -13,7 +13,6 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #if DTENSOR_TORCH_HAS_CUDA
@@ -21,6 +20,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "tests/nccl/cuda_device.h"
 #include "tests/support/collective_cases.h"
 #include "tests/support/expect_error.h"
 
@@ -29,15 +29,12 @@ namespace {
 using dtensor::NcclCommunicator;
 using dtensor::ReduceOp;
 
-bool has_cuda_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 class NcclTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!has_cuda_device()) GTEST_SKIP() << "no CUDA device: the NCCL backend needs one";
+    if (!dtensor::testing::has_cuda_device()) {
+      GTEST_SKIP() << "no CUDA device: the NCCL backend needs one";
+    }
     world_ = std::dynamic_pointer_cast<NcclCommunicator>(dtensor::make_world_communicator("nccl"));
     ASSERT_NE(world_, nullptr);
   }

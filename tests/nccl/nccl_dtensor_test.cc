@@ -8,7 +8,6 @@
 // path and tensor-parallel training, all with local tensors on the GPU and
 // every result compared exactly (or, for training, within float tolerance)
 // with the single-device one. Without a CUDA device every test skips.
-#include <cuda_runtime_api.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -16,6 +15,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/random.h"
 #ifndef DTENSOR_NO_TP_MLP
+#include "tests/nccl/cuda_device.h"
 #include "tests/support/tp_mlp_expectations.h"
 #endif
 #include "mesh/communicator.h"
@@ -30,15 +30,12 @@
 namespace dtensor {
 namespace {
 
-bool has_cuda_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 class NcclDTensorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!has_cuda_device()) GTEST_SKIP() << "no CUDA device: the NCCL backend needs one";
+    if (!dtensor::testing::has_cuda_device()) {
+      GTEST_SKIP() << "no CUDA device: the NCCL backend needs one";
+    }
     world_size_ = make_world_communicator("nccl")->size();
   }
 

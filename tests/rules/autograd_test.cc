@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "dtensor/base/compat.h"
 #include "dtensor/dtensor.h"
 #include "examples/tp_mlp/tp_mlp.h"
 #include "mesh/local_communicator.h"
@@ -27,6 +28,94 @@ void expect_matches_one_device(bool sequence_parallel) {
 TEST(AutogradTest, TensorParallelMlpMatchesOneDevice) { expect_matches_one_device(false); }
 
 TEST(AutogradTest, SequenceParallelMlpMatchesOneDevice) { expect_matches_one_device(true); }
+
+// cross_entropy = log_softmax + nll_loss. With reduction=mean on a split
+// batch the loss must divide by the whole batch's weight (class 2 ignored, so
+// it is not the row count): the loss comes out Partial(sum) on the split mesh
+// dims and equals the one-device loss, and so do the gradients.
+TEST(AutogradTest, CrossEntropyMeanOnASplitBatchMatchesOneDevice) {
+  const at::Tensor logits = at::arange(35, at::kFloat).reshape({7, 5}).sin().mul(3);
+  const at::Tensor target = at::tensor({0, 4, 2, 2, 1, 3, 0}, at::kLong);
+  const at::Tensor weight = at::tensor({1.0f, 2.0f, 0.5f, 1.5f, 3.0f});
+  constexpr int64_t kIgnored = 2;
+  const at::Tensor reference_logits = logits.clone().requires_grad_();
+  const at::Tensor reference =
+      at::cross_entropy_loss(reference_logits, target, weight, at::Reduction::Mean, kIgnored, 0.0);
+  reference.backward();
+  struct Case {
+    std::vector<int64_t> mesh;
+    const char* placements;
+    const char* loss_placements;
+  };
+  for (const Case& c : {Case{{4}, "S(0)", "P(sum)"}, Case{{2, 2}, "S(0),S(0)", "P(sum),P(sum)"},
+                        Case{{2, 2}, "R,S(0)", "R,P(sum)"}}) {
+    SCOPED_TRACE(c.placements);
+    run_ranks(4, [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", c.mesh);
+      const std::vector<PlacementPtr> batch = parse_placements(c.placements);
+      const std::vector<PlacementPtr> whole(c.mesh.size(), Replicate::make());
+      DTensor x = distribute_tensor(logits.clone().requires_grad_(), mesh, batch);
+      const DTensor loss(at::cross_entropy_loss(x, distribute_tensor(target, mesh, batch),
+                                                distribute_tensor(weight, mesh, whole).tensor(),
+                                                at::Reduction::Mean, kIgnored, 0.0));
+      EXPECT_EQ(placements_to_string(loss.placements()), c.loss_placements);
+      EXPECT_TRUE(at::allclose(loss.full_tensor(), reference)) << loss.full_tensor();
+      loss.tensor().backward();
+      const DTensor grad(x.tensor().grad());
+      EXPECT_EQ(placements_to_string(grad.placements()), c.placements);
+      EXPECT_TRUE(at::allclose(grad.full_tensor(), reference_logits.grad()));
+    });
+  }
+}
+
+// A transformer's input block: embedding with row-wise sharded weight
+// (masked Partial), layer_norm (and rms_norm where libtorch has it) over the
+// whole hidden dim, a column-sharded projection and softmax/log_softmax over
+// the split dim. The loss and every parameter's gradient (through the
+// backward ops of each) equal one device.
+TEST(AutogradTest, EmbeddingNormsAndSoftmaxMatchOneDevice) {
+  const int64_t vocab = 11, hidden = 6, classes = 5;
+  const at::Tensor ids = at::tensor({3, 10, 0, 7, 7, 1, 4, 9, 2, 5}, at::kLong).reshape({2, 5});
+  auto values = [](std::vector<int64_t> shape, double phase) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return at::arange(n, at::kFloat).add(phase).sin().reshape(shape);
+  };
+  const std::vector<at::Tensor> init = {values({vocab, hidden}, 0.1), values({hidden}, 0.2).add(1),
+                                        values({hidden}, 0.3), values({classes, hidden}, 0.4)};
+  auto loss_of = [&](const at::Tensor& tokens, const std::vector<at::Tensor>& p) {
+    at::Tensor h = at::layer_norm(at::embedding(p[0], tokens), {hidden}, p[1], p[2]);
+#if DTENSOR_TORCH_AT_LEAST(2, 4)
+    h = at::rms_norm(h, {hidden}, p[1], 1e-6);
+#endif
+    const at::Tensor logits = at::linear(h, p[3]);
+    return (at::softmax(logits, -1) * 3 + at::log_softmax(logits, -1)).mul(logits).sum();
+  };
+  std::vector<at::Tensor> reference;
+  for (const at::Tensor& t : init) reference.push_back(t.clone().requires_grad_());
+  const at::Tensor reference_loss = loss_of(ids, reference);
+  reference_loss.backward();
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const std::vector<const char*> layouts = {"S(0)", "R", "R", "S(0)"};
+    std::vector<at::Tensor> params;
+    for (size_t i = 0; i < init.size(); ++i) {
+      params.push_back(
+          distribute_tensor(init[i].clone().requires_grad_(), mesh, parse_placements(layouts[i]))
+              .tensor());
+    }
+    const DTensor loss(loss_of(distribute_tensor(ids, mesh, parse_placements("R")), params));
+    EXPECT_TRUE(at::allclose(loss.full_tensor(), reference_loss, 1e-5, 1e-5));
+    loss.tensor().backward();
+    for (size_t i = 0; i < params.size(); ++i) {
+      SCOPED_TRACE(i);
+      const DTensor grad(params[i].grad());
+      EXPECT_TRUE(at::allclose(grad.full_tensor(), reference[i].grad(), 1e-4, 1e-5))
+          << grad.full_tensor() << "\nvs\n"
+          << reference[i].grad();
+    }
+  });
+}
 
 TEST(AutogradTest, RedistributeBackwardReturnsToSourceLayout) {
   run_ranks(4, [](int) {

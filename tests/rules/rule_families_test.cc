@@ -5,7 +5,10 @@
 // mesh of 4 ranks and a (2, 2) mesh, with even shapes and uneven ones (5 or
 // 7 over 4 ranks, where a rank may hold nothing); output placements are
 // checked where the design fixes them.
+#include <limits>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -576,6 +579,40 @@ TEST(ReductionRulesTest, Amax2D) {
   });
 }
 
+// Norms over a split dim combine each rank's part of sum |x|^p (max/min for
+// +-inf) with one all-reduce: replicated results, the input never gathered
+// (strict mode raises on any redistribution), empty shards included.
+TEST(ReductionRulesTest, NormsOverASplitDimCombineWithoutGathering) {
+  run_ranks(4, [](int) {
+    const at::Tensor a = signed_iota({7, 3}).div(4);
+    const double inf = std::numeric_limits<double>::infinity();
+    for (const auto& [mesh_shape, placements, all_dims] :
+         std::vector<std::tuple<std::vector<int64_t>, const char*, const char*>>{
+             {{4}, "S(0)", "R"},
+             {{4}, "S(1)", "R"},
+             {{2, 2}, "S(0),S(1)", "R,R"},
+             {{2, 2}, "S(1),S(0)", "R,R"}}) {
+      SCOPED_TRACE(placements);
+      DeviceMesh mesh = init_device_mesh("local", mesh_shape);
+      const DTensor d = dist(a, mesh, placements);
+      ScopedStrictMode strict;
+      for (double p : {2.0, 1.0, 3.0, inf, -inf, 0.0}) {
+        SCOPED_TRACE(p);
+        EXPECT_DT(at::linalg_vector_norm(d, p), at::linalg_vector_norm(a, p), all_dims, 1e-5);
+        EXPECT_DT(at::norm(d.tensor(), p), at::norm(a, p), all_dims, 1e-5);
+      }
+    }
+    // Over one dim: the other dim's split passes through; keepdim keeps a size-1 dim.
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    ScopedStrictMode strict;
+    EXPECT_DT(at::linalg_vector_norm(dist(a, mesh, "S(0),S(1)"), 2, std::vector<int64_t>{1}),
+              at::linalg_vector_norm(a, 2, std::vector<int64_t>{1}), "S(0),R", 1e-5);
+    EXPECT_DT(
+        at::linalg_vector_norm(dist(a, mesh, "S(1),S(0)"), inf, std::vector<int64_t>{0}, true),
+        at::linalg_vector_norm(a, inf, std::vector<int64_t>{0}, true), "S(1),R");
+  });
+}
+
 TEST(ReductionRulesTest, ArgmaxOverASplitDimIsGathered) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
@@ -789,6 +826,46 @@ TEST(ViewRulesTest, View2D) {
     at::Tensor u = iota({5, 6});
     EXPECT_DT(dist(u, mesh, "S(0),S(1)").tensor().view({-1}), u.view({-1}));
     EXPECT_DT(dist(u, mesh, "S(1),S(0)").tensor().view({3, 10}), u.view({3, 10}));
+  });
+}
+
+// ===========================================================================
+// Indexing
+
+TEST(IndexingRulesTest, GatherAndScatterKeepASplitOfAnotherDim) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = iota({7, 6});
+    // Row i of `by_row` indexes columns of row i; each row of `permuted` is a permutation.
+    const at::Tensor by_row = at::remainder(iota({7, 3}, 0, at::kLong) * 5, 6);
+    const at::Tensor permuted = at::remainder(iota({7, 6}, 0, at::kLong) * 5, 6);
+    const at::Tensor src = iota({7, 6}, 100);
+    // Rows split alike (7 over 4 ranks: uneven) stay split; strict mode
+    // raises if anything had to move.
+    std::optional<ScopedStrictMode> strict(std::in_place);
+    EXPECT_DT(at::gather(dist(a, mesh, "S(0)"), 1, dist(by_row, mesh, "S(0)")),
+              at::gather(a, 1, by_row), "S(0)");
+    EXPECT_DT(at::scatter(dist(a, mesh, "S(0)"), 1, dist(permuted, mesh, "S(0)"),
+                          dist(src, mesh, "S(0)")),
+              at::scatter(a, 1, permuted, src), "S(0)");
+    EXPECT_DT(at::scatter_add(dist(a, mesh, "S(0)"), 1, dist(permuted, mesh, "S(0)"),
+                              dist(src, mesh, "S(0)")),
+              at::scatter_add(a, 1, permuted, src), "S(0)");
+    // A whole source gathered by an index split along the gathered dim: the
+    // output follows the index.
+    EXPECT_DT(at::gather(dist(a, mesh, "R"), 1, dist(by_row, mesh, "S(1)")),
+              at::gather(a, 1, by_row), "S(1)");
+    strict.reset();
+    // Split along another dim, the whole source must be split alike first.
+    EXPECT_DT(at::gather(dist(a, mesh, "R"), 1, dist(by_row, mesh, "S(0)")),
+              at::gather(a, 1, by_row), "S(0)");
+    // Split along the indexed dim: right values, never a split output there.
+    const at::Tensor along = at::gather(dist(a, mesh, "S(1)"), 1, dist(by_row, mesh, "S(1)"));
+    EXPECT_DT(along, at::gather(a, 1, by_row));
+    // In place on a split tensor keeps its layout.
+    DTensor written = dist(a, mesh, "S(0)");
+    written.tensor().scatter_(1, dist(permuted, mesh, "S(0)"), dist(src, mesh, "S(0)"));
+    EXPECT_DT(written.tensor(), at::scatter(a, 1, permuted, src), "S(0)");
   });
 }
 
