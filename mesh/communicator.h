@@ -39,6 +39,20 @@
 
 namespace dtensor {
 
+// What the redistribute planner assumes a backend's collectives cost: a
+// fixed latency per call plus the bytes a rank sends over a bandwidth. The
+// numbers only rank candidate plans (fewer collectives against fewer bytes);
+// they do not predict times. Each backend gives its own, from the
+// measurements in benchmarks/RESULTS.md.
+struct CollectiveCosts {
+  double latency_us = 20.0;
+  double bytes_per_us = 10000.0;
+  // An all-to-all costs more per byte than a gather of the same bytes.
+  double all_to_all_factor = 1.5;
+  // A step that copies locally, without communicating.
+  double local_step_us = 0.5;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -53,6 +67,8 @@ class Communicator {
   virtual std::string_view backend_name() const = 0;
   // The device tensors passed to this communicator must live on.
   virtual c10::Device device() const = 0;
+  // What the planner assumes this backend's collectives cost.
+  virtual CollectiveCosts costs() const { return {}; }
 
   // Reduces `tensor` over all ranks in place.
   void all_reduce(at::Tensor& tensor, ReduceOp op);

@@ -292,6 +292,8 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   std::string_view backend_name() const override { return "local"; }
+  // 4 threads on 2 cores: ~65 us per small gather, ~2 GB/s per sending rank.
+  CollectiveCosts costs() const override { return {65.0, 2000.0}; }
   c10::Device device() const override { return c10::Device(c10::kCPU); }
 
  protected:

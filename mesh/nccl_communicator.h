@@ -72,6 +72,8 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view backend_name() const override { return "nccl"; }
+  // ~12 us per small all_gather (one H100); bandwidth of an NVLink-class link.
+  CollectiveCosts costs() const override { return {12.0, 100000.0}; }
   c10::Device device() const override;
 
   // Enqueues later collectives on `stream`, a stream of device(), with no

@@ -1,16 +1,14 @@
 // Copyright 2026 The dtensor Authors.
 #include "rules/cost.h"
 
-#include "dtensor/redistribute/planner.h"
 
 namespace dtensor {
 
 double placement_change_cost(const Placement& from, const Placement& to, int64_t global_bytes,
-                             int64_t n) {
+                             int64_t n, const CollectiveCosts& model) {
   if (from == to) return 0;
-  const CostModel& model = cost_model();
   const double bytes = static_cast<double>(global_bytes);
-  const double collective = model.collective_latency_us;
+  const double collective = model.latency_us;
   // Slicing a replicated tensor, or turning it into a Partial term, is local.
   if (from.is_replicate()) return model.local_step_us + bytes / n / model.bytes_per_us;
   if (from.is_partial()) {

@@ -3,8 +3,8 @@
 // rules/cost.h: what moving one input on one mesh dim costs, for choosing
 // between strategy rows.
 //
-// An estimate in microseconds with the redistribute planner's constants
-// (dtensor/redistribute/planner.h CostModel): zero when nothing changes, a
+// An estimate in microseconds with the backend's constants
+// (mesh/communicator.h CollectiveCosts): zero when nothing changes, a
 // local step for slicing a replicated tensor, a collective's latency plus the
 // bytes it moves otherwise. It only has to rank rows sensibly; the planner
 // finds the real steps afterwards.
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "mesh/communicator.h"
 #include "placements/placement.h"
 
 namespace dtensor {
@@ -19,6 +20,6 @@ namespace dtensor {
 // Cost of changing one mesh dim of `n` ranks from `from` to `to` for a tensor
 // of `global_bytes`.
 double placement_change_cost(const Placement& from, const Placement& to, int64_t global_bytes,
-                             int64_t n);
+                             int64_t n, const CollectiveCosts& costs);
 
 }  // namespace dtensor

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/check.h"
+#include "dtensor/redistribute/planner.h"
 #include "placements/layout.h"
 #include "placements/replicate.h"
 #include "rules/cost.h"
@@ -197,6 +198,7 @@ class Engine {
     const bool relayout = rule != nullptr && rule->updates_layout_in_place;
     if (!relayout && !keeps_written_arguments(m, row)) return;
     CandidateRow candidate{std::move(row), rule, 0};
+    const CollectiveCosts costs = collective_costs(call_.mesh());
     for (size_t i = 0; i < call_.num_inputs(); ++i) {
       const DTensorSpec& spec = *call_.input(i).spec;
       if (candidate.row.inputs[i] == nullptr) {
@@ -204,7 +206,7 @@ class Engine {
         continue;
       }
       candidate.cost += placement_change_cost(*spec.placements()[m], *candidate.row.inputs[i],
-                                              global_bytes(spec), call_.mesh().size(m));
+                                              global_bytes(spec), call_.mesh().size(m), costs);
     }
     rows_[m].push_back(std::move(candidate));
   }

@@ -48,11 +48,10 @@ bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
   return true;
 }
 
-double step_cost(const Transition& transition, int64_t bytes) {
-  const CostModel& model = cost_model();
-  if (!transition.communicates()) return model.local_step_us + bytes / (model.bytes_per_us * 10);
-  const double factor = transition.collective() == "all_to_all_v" ? model.all_to_all_factor : 1.0;
-  return model.collective_latency_us + factor * bytes / model.bytes_per_us;
+double step_cost(const Transition& transition, int64_t bytes, const CollectiveCosts& costs) {
+  if (!transition.communicates()) return costs.local_step_us + bytes / (costs.bytes_per_us * 10);
+  const double factor = transition.collective() == "all_to_all_v" ? costs.all_to_all_factor : 1.0;
+  return costs.latency_us + factor * bytes / costs.bytes_per_us;
 }
 
 // Placements a run of mesh dims may move to: the source's, the target's, or
@@ -157,7 +156,7 @@ class Planner {
     step.after = std::move(after);
     step.transition = transition;
     step.bytes = transition->bytes(context);
-    step.cost = step_cost(*transition, step.bytes);
+    step.cost = step_cost(*transition, step.bytes, collective_costs(from->mesh()));
     return step;
   }
 
@@ -220,10 +219,7 @@ thread_local absl::flat_hash_map<PlanKey, std::unique_ptr<RedistributePlan>, Pla
 
 }  // namespace
 
-const CostModel& cost_model() {
-  static const CostModel model;
-  return model;
-}
+CollectiveCosts collective_costs(const DeviceMesh& mesh) { return mesh.world()->costs(); }
 
 int64_t RedistributePlan::collectives() const {
   int64_t count = 0;

@@ -63,13 +63,7 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source,
 // Runs `plan` on the calling rank's local tensor of `plan`'s source spec.
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
 
-// Cost-model constants (microseconds and bytes per microsecond).
-struct CostModel {
-  double collective_latency_us = 20.0;
-  double local_step_us = 0.5;
-  double bytes_per_us = 10000.0;
-  double all_to_all_factor = 1.5;
-};
-const CostModel& cost_model();
+// The cost constants plans on `mesh` use: its backend's (mesh/communicator.h).
+CollectiveCosts collective_costs(const DeviceMesh& mesh);
 
 }  // namespace dtensor
