@@ -85,6 +85,13 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
     if (static_cast<size_t>(dim) < i0 || static_cast<size_t>(dim) >= i) continue;
     const int64_t ways = split_ways(call, dim);
     if (i - i0 == 1 && o - o0 == 1) return p.moved_to_dim(o0);  // kept as is
+    // Only size-1 dims join or leave the split dim ([1, 11] <-> [11]): the
+    // split moves as it is, even or not.
+    if (product(in, i0, i) == in[dim]) {
+      for (size_t d = o0; d < o; ++d) {
+        if (out[d] == in[dim]) return p.moved_to_dim(d);
+      }
+    }
     if (!p.fills_role(RuleRole::kEvenBlocks) || in[dim] % ways != 0) return nullptr;
     if (o - o0 == 1) {
       // Merged: blocks of a leading dim stay blocks; of a later dim, strided

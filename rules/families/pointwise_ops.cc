@@ -27,7 +27,10 @@ DTENSOR_REGISTER_RULES(pointwise) {
                   pointwise_rule(Linearity::kMaxMin));
   add_to_existing(registry,
                   {"aten::clone", "aten::detach", "aten::alias", "aten::copy_",
-                   "aten::lift_fresh", "aten::positive"},
+                   "aten::lift_fresh", "aten::positive",
+                   // Zeros reduce to zero under every Partial op, so zeroing a
+                   // Partial keeps it (optimizers zero Partial gradients).
+                   "aten::zero_"},
                   pointwise_rule(Linearity::kIdentity));
   add_to_existing(
       registry,
@@ -67,7 +70,7 @@ DTENSOR_REGISTER_RULES(pointwise) {
        "aten::addcmul", "aten::addcmul_", "aten::addcdiv", "aten::addcdiv_",
        "aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Tensor", "aten::lerp_.Tensor",
        // Fills and casts (a fill of a Partial would multiply the value).
-       "aten::fill_.Scalar", "aten::fill_.Tensor", "aten::zero_", "aten::_to_copy"},
+       "aten::fill_.Scalar", "aten::fill_.Tensor", "aten::_to_copy"},
       pointwise_rule(Linearity::kNone));
 }
 

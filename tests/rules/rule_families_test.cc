@@ -813,6 +813,22 @@ TEST(ViewRulesTest, ViewThatCannotKeepTheSplitGathers) {
   });
 }
 
+// Size-1 dims joining or leaving an uneven split (a bias gradient's
+// [1, 11] -> [11] in Linear's backward) keep it: the blocks are the same.
+TEST(ViewRulesTest, ViewThroughSizeOneDimsKeepsAnUnevenSplit) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    ScopedStrictMode strict;
+    at::Tensor row = iota({1, 11});
+    EXPECT_DT(dist(row, mesh, "S(1)").tensor().view({11}), row.view({11}), "S(0)");
+    at::Tensor flat = iota({11});
+    EXPECT_DT(dist(flat, mesh, "S(0)").tensor().view({1, 11}), flat.view({1, 11}), "S(1)");
+    EXPECT_DT(dist(flat, mesh, "S(0)").tensor().view({1, 11, 1}), flat.view({1, 11, 1}), "S(1)");
+    at::Tensor column = iota({5, 1});
+    EXPECT_DT(dist(column, mesh, "S(0)").tensor().view({5}), column.view({5}), "S(0)");
+  });
+}
+
 TEST(ViewRulesTest, View2D) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});

@@ -1,0 +1,94 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/nn/module_parameters.h"
+
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <absl/strings/str_join.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "dtensor/base/check.h"
+
+namespace dtensor::nn {
+namespace {
+
+using ParameterDict = torch::OrderedDict<std::string, at::Tensor>;
+
+// torch::nn::Module keeps its parameters in the protected `parameters_`, and
+// its public accessors return copies; replacing an entry needs the entry
+// itself. A pointer to a protected member may be formed through a derived
+// class, and then applies to any Module.
+struct ParameterStorage : torch::nn::Module {
+  static ParameterDict& of(torch::nn::Module& module) {
+    return module.*(&ParameterStorage::parameters_);
+  }
+};
+
+at::Tensor& registered_entry(torch::nn::Module& module, const std::string& name) {
+  ParameterDict& parameters = ParameterStorage::of(module);
+  at::Tensor* entry = parameters.find(name);
+  DTENSOR_CHECK(entry != nullptr, "module ", module_type_name(module),
+                ": expected a parameter called '", name, "', found only [",
+                absl::StrJoin(parameters.keys(), ", "), "]");
+  return *entry;
+}
+
+// Points `name`'s member among `members` at `value`.
+bool assign_member(const std::string& name, const at::Tensor& value,
+                   std::initializer_list<std::pair<const char*, at::Tensor*>> members) {
+  for (const auto& [member_name, member] : members) {
+    if (name == member_name) {
+      *member = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The built-in modules whose forward() reads member copies of their
+// parameters.
+void rebind_builtin_member(torch::nn::Module& module, const std::string& name,
+                           const at::Tensor& value) {
+  if (auto* linear = dynamic_cast<torch::nn::LinearImpl*>(&module)) {
+    assign_member(name, value, {{"weight", &linear->weight}, {"bias", &linear->bias}});
+  } else if (auto* embedding = dynamic_cast<torch::nn::EmbeddingImpl*>(&module)) {
+    assign_member(name, value, {{"weight", &embedding->weight}});
+  } else if (auto* norm = dynamic_cast<torch::nn::LayerNormImpl*>(&module)) {
+    assign_member(name, value, {{"weight", &norm->weight}, {"bias", &norm->bias}});
+  }
+}
+
+}  // namespace
+
+std::string module_type_name(const torch::nn::Module& module) {
+  const std::string& name = module.name();
+  constexpr std::string_view kImpl = "Impl";
+  const bool holder_impl = name.size() > kImpl.size() &&
+                           name.compare(name.size() - kImpl.size(), kImpl.size(), kImpl) == 0;
+  return holder_impl ? name.substr(0, name.size() - kImpl.size()) : name;
+}
+
+const at::Tensor& registered_parameter(torch::nn::Module& module, const std::string& name) {
+  return registered_entry(module, name);
+}
+
+void replace_parameter(torch::nn::Module& module, const std::string& name, at::Tensor value) {
+  at::Tensor& entry = registered_entry(module, name);
+  DTENSOR_CHECK(value.defined(), "replace_parameter: module ", module_type_name(module),
+                ", parameter '", name, "': expected a tensor, found an undefined one");
+  DTENSOR_CHECK(value.is_leaf(), "replace_parameter: module ", module_type_name(module),
+                ", parameter '", name,
+                "': expected a leaf tensor (a parameter), found the result of ",
+                value.grad_fn()->name());
+  value.set_requires_grad(entry.requires_grad());
+  entry = value;
+  rebind_builtin_member(module, name, value);
+  if (auto* members = dynamic_cast<ParameterMembers*>(&module)) {
+    members->rebind_parameter(name, value);
+  }
+}
+
+}  // namespace dtensor::nn

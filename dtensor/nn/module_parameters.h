@@ -1,0 +1,62 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/nn/module_parameters.h: swapping a torch::nn::Module's registered
+// parameter for a DTensor, in place.
+//
+// A DTensor is a different TensorImpl type, so a parameter cannot become one
+// through `set_data`, and `register_parameter` refuses a name that exists.
+// `replace_parameter` overwrites the registered entry itself, so that
+// `parameters()`, `named_parameters()` and optimizers built afterwards see the
+// DTensor. Many modules also keep a *copy* of each parameter in a member that
+// forward() reads (LinearImpl::weight); that copy must follow, or forward()
+// keeps computing with the old tensor:
+//
+//  - torch::nn::Linear, Embedding and LayerNorm: their `weight` / `bias`
+//    members are updated here.
+//  - Your own modules: read parameters from members and implement
+//    `ParameterMembers` (below), or keep no member copy at all.
+//
+//   struct ScaleImpl : torch::nn::Module, dtensor::nn::ParameterMembers {
+//     ScaleImpl() { scale = register_parameter("scale", torch::ones({4})); }
+//     void rebind_parameter(const std::string& name, const at::Tensor& value) override {
+//       if (name == "scale") scale = value;
+//     }
+//     at::Tensor forward(const at::Tensor& x) { return x * scale; }
+//     at::Tensor scale;
+//   };
+//
+// `distribute_module` (dtensor/nn/parallelize.h) checks afterwards that no
+// old parameter is still referenced anywhere, so a forgotten member copy is
+// an error rather than silently wrong training.
+#pragma once
+
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+namespace dtensor::nn {
+
+// Implemented by modules whose forward() reads copies of their registered
+// parameters from members: point the member called for `name` at `value`.
+class ParameterMembers {
+ public:
+  virtual ~ParameterMembers() = default;
+  virtual void rebind_parameter(const std::string& name, const at::Tensor& value) = 0;
+};
+
+// Replaces the parameter `name` registered directly on `module` (no dotted
+// paths) by `value`, a leaf tensor, and updates the member copy (see the file
+// comment). `value` takes the old parameter's requires_grad. Throws
+// dtensor::Error naming the module's parameters when `name` is not one.
+void replace_parameter(torch::nn::Module& module, const std::string& name, at::Tensor value);
+
+// The parameter `name` registered directly on `module`; throws like
+// replace_parameter.
+const at::Tensor& registered_parameter(torch::nn::Module& module, const std::string& name);
+
+// The module's type as users spell it, for messages: "torch::nn::Linear"
+// (Module::name() without the "Impl" of the class behind the holder).
+std::string module_type_name(const torch::nn::Module& module);
+
+}  // namespace dtensor::nn

@@ -1,0 +1,174 @@
+// Copyright 2026 The dtensor Authors.
+#include "dtensor/nn/parallelize.h"
+
+#include <algorithm>
+
+#include <absl/strings/str_join.h>
+#include <c10/core/UndefinedTensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include "dtensor/base/check.h"
+#include "dtensor/dtensor.h"
+#include "placements/replicate.h"
+
+namespace dtensor::nn {
+namespace {
+
+// Calls `visit(path, module)` on `module` and its descendants, parents
+// first. Walks children itself: Module::named_modules needs the root to be
+// owned by a shared_ptr.
+void walk(torch::nn::Module& module, const std::string& path,
+          const std::function<void(const std::string&, torch::nn::Module&)>& visit) {
+  visit(path, module);
+  for (const auto& child : module.named_children()) {
+    walk(*child.value(), path.empty() ? child.key() : path + "." + child.key(), visit);
+  }
+}
+
+// The names of the parameters registered directly on `module` and defined
+// (a Linear without bias registers an undefined "bias").
+std::vector<std::string> defined_parameter_names(const torch::nn::Module& module) {
+  std::vector<std::string> names;
+  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
+    names.push_back(parameter.key());
+  }
+  return names;
+}
+
+void replicate_plain_parameters(torch::nn::Module& module, const DeviceMesh& mesh) {
+  for (const std::string& name : defined_parameter_names(module)) {
+    if (is_dtensor(registered_parameter(module, name))) continue;
+    distribute_parameter(module, name, mesh,
+                         std::vector<PlacementPtr>(mesh.ndim(), Replicate::make()));
+  }
+}
+
+// A parameter as it was before the partition function ran, watched without
+// keeping it alive, so that a reference left behind anywhere is detected.
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+struct WatchedParameter {
+  std::string name;
+  const c10::TensorImpl* impl;
+  WeakImpl keeps_address;  // `impl` is never reused meanwhile
+};
+
+std::vector<WatchedParameter> watch_parameters(const torch::nn::Module& module) {
+  std::vector<WatchedParameter> watched;
+  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
+    watched.push_back({parameter.key(), parameter->unsafeGetTensorImpl(),
+                       WeakImpl(parameter->getIntrusivePtr())});
+  }
+  return watched;
+}
+
+// Every parameter of `watched` that was replaced must be referenced nowhere.
+void check_no_stale_references(const std::string& path, torch::nn::Module& module,
+                               const std::vector<WatchedParameter>& watched) {
+  for (const WatchedParameter& old : watched) {
+    if (registered_parameter(module, old.name).unsafeGetTensorImpl() == old.impl) continue;
+    DTENSOR_CHECK(old.keeps_address.use_count() == 0, "distribute_module: parameter '",
+                  path.empty() ? old.name : path + "." + old.name,
+                  "' was replaced by a DTensor, but its old tensor is still referenced ",
+                  old.keeps_address.use_count(),
+                  " time(s) elsewhere: expected none. A member copy that forward() reads must "
+                  "follow (implement dtensor::nn::ParameterMembers); build optimizers, parameter "
+                  "lists and autograd graphs after distributing");
+  }
+}
+
+}  // namespace
+
+void distribute_parameter(torch::nn::Module& module, const std::string& name,
+                          const DeviceMesh& mesh, const std::vector<PlacementPtr>& placements) {
+  const at::Tensor& current = registered_parameter(module, name);
+  DTENSOR_CHECK(!is_dtensor(current), "distribute_parameter: module ", module_type_name(module),
+                ", parameter '", name, "': expected a plain tensor, found a DTensor laid out as ",
+                is_dtensor(current) ? DTensor(current).spec().to_string() : "");
+  at::Tensor laid_out = distribute_tensor(current, mesh, placements).tensor();
+  replace_parameter(module, name, std::move(laid_out));
+}
+
+void distribute_module(torch::nn::Module& module, const DeviceMesh& mesh,
+                       const PartitionFn& partition_fn) {
+  walk(module, "", [&](const std::string& path, torch::nn::Module& submodule) {
+    const std::vector<WatchedParameter> before = watch_parameters(submodule);
+    if (partition_fn) partition_fn(path, submodule, mesh);
+    replicate_plain_parameters(submodule, mesh);
+    check_no_stale_references(path, submodule, before);
+  });
+}
+
+const ParallelModule& ParallelModules::operator[](std::string_view path) const {
+  auto found = std::find_if(modules_.begin(), modules_.end(),
+                            [&](const ParallelModule& m) { return m.path() == path; });
+  if (found == modules_.end()) {
+    std::vector<std::string> paths;
+    for (const ParallelModule& m : modules_) paths.push_back("'" + m.path() + "'");
+    DTENSOR_CHECK(false, "ParallelModules: expected a parallelized module at '", path,
+                  "', found only [", absl::StrJoin(paths, ", "), "]");
+  }
+  return *found;
+}
+
+bool ParallelModules::contains(std::string_view path) const {
+  return std::any_of(modules_.begin(), modules_.end(),
+                     [&](const ParallelModule& m) { return m.path() == path; });
+}
+
+namespace {
+
+std::shared_ptr<torch::nn::Module> submodule_at(torch::nn::Module& root, const std::string& path) {
+  if (path.empty()) return root.shared_from_this();
+  const auto modules = root.named_modules(/*name_prefix=*/"", /*include_self=*/false);
+  if (const std::shared_ptr<torch::nn::Module>* found = modules.find(path)) return *found;
+  std::vector<std::string> paths;
+  for (const std::string& key : modules.keys()) paths.push_back("'" + key + "'");
+  DTENSOR_CHECK(false, "parallelize_module: expected a submodule at '", path, "' of ",
+                module_type_name(root), ", found only [", absl::StrJoin(paths, ", "), "]");
+  return nullptr;
+}
+
+void check_distinct_paths(const ParallelizePlan& plan) {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    DTENSOR_CHECK(plan[i].style != nullptr, "parallelize_module: plan entry '", plan[i].path,
+                  "': expected a style, found null");
+    for (size_t j = 0; j < i; ++j) {
+      DTENSOR_CHECK(plan[i].path != plan[j].path,
+                    "parallelize_module: expected each path once "
+                    "in the plan, found '",
+                    plan[i].path, "' twice");
+    }
+  }
+}
+
+}  // namespace
+
+ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
+                                   const ParallelizePlan& plan) {
+  DTENSOR_CHECK(mesh.ndim() == 1,
+                "parallelize_module: expected a 1-D mesh, or the name or index "
+                "of the mesh dim to parallelize over; found ",
+                mesh.to_string());
+  check_distinct_paths(plan);
+  std::vector<ParallelModule> modules;
+  for (const PlanEntry& entry : plan) {
+    modules.push_back(entry.style->apply(entry.path, submodule_at(module, entry.path), mesh));
+  }
+  return ParallelModules(std::move(modules));
+}
+
+ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
+                                   const ParallelizePlan& plan, std::string_view mesh_dim) {
+  return parallelize_module(module, mesh[mesh_dim], plan);
+}
+
+ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
+                                   const ParallelizePlan& plan, int64_t mesh_dim) {
+  DTENSOR_CHECK(mesh_dim >= -mesh.ndim() && mesh_dim < mesh.ndim(),
+                "parallelize_module: mesh_dim: expected a dim of ", mesh.to_string(), ", found ",
+                mesh_dim);
+  const int64_t dim = mesh_dim < 0 ? mesh_dim + mesh.ndim() : mesh_dim;
+  return parallelize_module(module, mesh, plan, mesh.dim_names()[dim]);
+}
+
+}  // namespace dtensor::nn
