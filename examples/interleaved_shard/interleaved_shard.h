@@ -77,6 +77,20 @@
 // (dtensor/redistribute/transition.h, DTENSOR_REGISTER_TRANSITION); the
 // generic ones stay as the fallback.
 //
+// ATen OPS: ROLES, AND ONE RULE OF ITS OWN
+// ----------------------------------------
+// Sharding rules speak of roles (placements/placement.h RuleRole). IS
+// declares kPassThrough and kContraction through fills_role and moved_to_dim,
+// so every built-in rule that moves a split through an op moves IS too:
+// at::linear(x_R, W as IS(0,3)) gives an output whose last dim is IS(1,3),
+// pointwise ops keep it, with no rule written for them. What no built-in rule
+// can know is what IS means: interleaved_split_rule.cc adds, through the
+// public registry, that splitting an IS(d,k) dim into its k blocks (split,
+// chunk, split_with_sizes) gives k outputs of plain S(d), computed locally:
+// merged QKV becomes q, k, v sharded by heads with no communication
+// (merged_qkv.h; the demo prints it:
+// `./build/examples/interleaved_shard/interleaved_shard_demo`).
+//
 // Build it as a SHARED (or OBJECT) library: the spelling registers from a
 // static initializer, which a STATIC archive may drop when nothing else in
 // the object file is referenced.

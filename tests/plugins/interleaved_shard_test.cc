@@ -4,7 +4,9 @@
 // its layout, spelling, identity, and that distribute, full_tensor and
 // redistribute to and from the built-in placements work through the generic
 // paths, bit-equal to the single-device tensor, with the expected number of
-// collectives.
+// collectives; and that ATen ops run on it: the merged QKV projection
+// (merged_qkv.h) through linear, the plugin's split rule and per-head
+// products, exactly and without communication.
 #include <algorithm>
 #include <iostream>
 #include <sstream>
@@ -14,11 +16,13 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "dtensor/debug/rule_verifier.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/redistribute/collective_counter.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/spec.h"
 #include "interleaved_shard.h"
+#include "merged_qkv.h"
 #include "mesh/device_mesh.h"
 #include "mesh/local_communicator.h"
 #include "placements/placements.h"
@@ -308,6 +312,152 @@ TEST(InterleavedShardTest, RedistributeTwoDimMesh) {
       // Two mesh dims change.
       run_move({"IS(0,3),S(1)", "R,R", 2, ""}, global, mesh, false);
       run_move({"IS(0,3),S(1)", "S(1),IS(0,3)", 2, ""}, global, mesh, false);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// ATen ops: the merged QKV projection
+
+// Integer values in [-3, 3]: every product and sum below is exact in float.
+at::Tensor small_integers(const Shape& shape, int64_t seed) {
+  return (at::arange(shape[0] * shape[1], at::kLong) * seed)
+      .remainder(7)
+      .sub(3)
+      .reshape(shape)
+      .to(at::kFloat);
+}
+
+constexpr int64_t kTokens = 4, kIn = 4, kHeads = 4, kHeadDim = 2;
+
+struct QkvCase {
+  at::Tensor x = small_integers({kTokens, kIn}, 5);
+  at::Tensor w_qkv = small_integers({3 * kHeads * kHeadDim, kIn}, 3);
+  examples::QkvProjection qkv = examples::project_qkv(x, w_qkv);
+  examples::HeadAttention attention = examples::attend_per_head(qkv, kHeads);
+};
+
+// `got` is a DTensor laid out as `placements`, holding exactly `expected`.
+void expect_dtensor(const at::Tensor& got, const std::string& placements,
+                    const at::Tensor& expected) {
+  const DTensor d(got);
+  EXPECT_EQ(placements_to_string(d.placements()), placements);
+  EXPECT_TRUE(at::equal(d.full_tensor(), expected))
+      << "got " << d.full_tensor() << "\nexpected " << expected;
+  const at::Tensor direct = distribute_tensor(expected, d.mesh(), d.placements()).to_local();
+  EXPECT_TRUE(at::equal(d.to_local(), direct));
+}
+
+void expect_thirds(const examples::QkvProjection& got, const std::string& placements,
+                   const examples::QkvProjection& expected) {
+  expect_dtensor(got.q, placements, expected.q);
+  expect_dtensor(got.k, placements, expected.k);
+  expect_dtensor(got.v, placements, expected.v);
+}
+
+// The projection and the per-head products on DTensors laid out as given, and
+// the collectives each part ran.
+struct DistributedQkv {
+  at::Tensor merged;
+  examples::QkvProjection qkv;
+  examples::HeadAttention attention;
+  int64_t projection_collectives = 0;
+  int64_t attention_collectives = 0;
+};
+
+DistributedQkv run_distributed(const QkvCase& c, const DeviceMesh& mesh, const char* x_layout,
+                               const char* w_layout) {
+  const at::Tensor x = distribute_tensor(c.x, mesh, parse_placements(x_layout)).tensor();
+  const at::Tensor w = distribute_tensor(c.w_qkv, mesh, parse_placements(w_layout)).tensor();
+  DistributedQkv out;
+  {
+    CollectiveCounter counter;
+    out.merged = at::linear(x, w);
+    out.qkv = examples::project_qkv(x, w);
+    out.projection_collectives = counter.total();
+  }
+  CollectiveCounter counter;
+  out.attention = examples::attend_per_head(out.qkv, kHeads);
+  out.attention_collectives = counter.total();
+  return out;
+}
+
+void check_qkv_projection_1d(int64_t n) {
+  run_ranks(static_cast<int>(n), [n](int rank) {
+    SCOPED_TRACE(::testing::Message() << "n " << n << " rank " << rank);
+    const QkvCase expected;
+    const DeviceMesh mesh = init_device_mesh("local", {n}, {"tp"});
+    const DistributedQkv got = run_distributed(expected, mesh, "R", "IS(0,3)");
+    EXPECT_EQ(got.projection_collectives, 0);
+    EXPECT_EQ(got.attention_collectives, 0);
+    // The output's last dim carries the interleaved layout; its thirds are
+    // ordinary shards: rank r holds heads [r * 4/n, (r+1) * 4/n) of each.
+    expect_dtensor(got.merged, "IS(1,3)", at::linear(expected.x, expected.w_qkv));
+    expect_thirds(got.qkv, "S(1)", expected.qkv);
+    EXPECT_TRUE(at::equal(DTensor(got.qkv.q).to_local(), shard_piece(expected.qkv.q, 1, n, rank)));
+    // Per-head products stay on each rank's heads.
+    expect_dtensor(got.attention.scores, "S(0)", expected.attention.scores);
+    expect_dtensor(got.attention.mixed, "S(0)", expected.attention.mixed);
+    EXPECT_EQ(DTensor(got.attention.scores).to_local().size(0), kHeads / n);
+  });
+}
+
+TEST(InterleavedShardTest, MergedQkvProjectionTwoRanks) { check_qkv_projection_1d(2); }
+TEST(InterleavedShardTest, MergedQkvProjectionFourRanks) { check_qkv_projection_1d(4); }
+
+TEST(InterleavedShardTest, MergedQkvProjectionWithTokensSplitOverDp) {
+  run_ranks(4, [](int rank) {
+    SCOPED_TRACE(::testing::Message() << "rank " << rank);
+    const QkvCase expected;
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"dp", "tp"});
+    const DistributedQkv got = run_distributed(expected, mesh, "S(0),R", "R,IS(0,3)");
+    EXPECT_EQ(got.projection_collectives, 0);
+    expect_dtensor(got.merged, "S(0),IS(1,3)", at::linear(expected.x, expected.w_qkv));
+    expect_thirds(got.qkv, "S(0),S(1)", expected.qkv);
+    // Scores mix tokens, so the split tokens are gathered over dp; the heads
+    // stay split over tp.
+    const DTensor scores(got.attention.scores);
+    EXPECT_EQ(scores.placements()[1]->to_string(), "S(0)");
+    EXPECT_TRUE(at::equal(scores.full_tensor(), expected.attention.scores));
+    EXPECT_TRUE(at::equal(DTensor(got.attention.mixed).full_tensor(), expected.attention.mixed));
+  });
+}
+
+TEST(InterleavedShardTest, SplitsOtherThanTheBlocksStayCorrect) {
+  run_ranks(2, [](int rank) {
+    const QkvCase expected;
+    const at::Tensor merged_expected = at::linear(expected.x, expected.w_qkv);
+    const DeviceMesh mesh = init_device_mesh("local", {2}, {"tp"});
+    const at::Tensor merged =
+        distribute_tensor(merged_expected, mesh, parse_placements("IS(1,3)")).tensor();
+    // The blocks by explicit sizes: the same S(1) thirds, locally.
+    const std::vector<at::Tensor> thirds = merged.split_with_sizes({8, 8, 8}, 1);
+    ASSERT_EQ(thirds.size(), 3u);
+    expect_dtensor(thirds[1], "S(1)", expected.qkv.k);
+    // Halves cut across the blocks: correct, through a gathered dim.
+    const std::vector<at::Tensor> halves = merged.chunk(2, 1);
+    const std::vector<at::Tensor> expected_halves = merged_expected.chunk(2, 1);
+    ASSERT_EQ(halves.size(), 2u);
+    for (size_t i = 0; i < halves.size(); ++i) {
+      EXPECT_TRUE(at::equal(DTensor(halves[i]).full_tensor(), expected_halves[i]));
+    }
+    // Splitting another dim keeps the interleaved one as it is.
+    const std::vector<at::Tensor> token_pairs = merged.split(2, 0);
+    ASSERT_EQ(token_pairs.size(), 2u);
+    expect_dtensor(token_pairs[1], "IS(1,3)", merged_expected.split(2, 0)[1]);
+  });
+}
+
+TEST(InterleavedShardTest, RuleVerifierAcceptsThePluginSplitRule) {
+  run_ranks(2, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    const at::Tensor t = make_global({6, 6});
+    for (const SampleCall& sample :
+         {SampleCall{"aten::split.Tensor", {t, int64_t{2}, int64_t{1}}},
+          SampleCall{"aten::split_with_sizes", {t, std::vector<int64_t>{2, 4}, int64_t{0}}}}) {
+      const VerifierReport report = verify_rules(mesh, sample);
+      EXPECT_GT(report.rows_checked, 0) << sample.op_name;
+      for (const std::string& failure : report.failures) ADD_FAILURE() << failure;
     }
   });
 }

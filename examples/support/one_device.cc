@@ -1,0 +1,22 @@
+// Copyright 2026 The dtensor Authors.
+#include "examples/support/one_device.h"
+
+#include <ATen/ATen.h>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/tensor_impl.h"
+
+namespace dtensor::examples {
+namespace {
+
+at::Tensor global_value(const at::Tensor& t) {
+  return is_dtensor(t) ? DTensor(t).full_tensor() : t;
+}
+
+}  // namespace
+
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (global_value(a) - global_value(b)).abs().max().item<double>();
+}
+
+}  // namespace dtensor::examples
