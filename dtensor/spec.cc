@@ -3,11 +3,17 @@
 
 #include <sstream>
 
+#include "absl/base/call_once.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/check.h"
 
 namespace dtensor {
+
+struct DTensorSpec::MinLocalSizes {
+  absl::once_flag once;
+  std::vector<int64_t> sizes;
+};
 
 DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
                          std::vector<int64_t> shape, c10::ScalarType dtype)
@@ -22,6 +28,7 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
       check_reduce_op_supports(*op, dtype_, p->to_string());
   }
   if (mesh_.contains_calling_rank()) local_layout_ = layout_at(mesh_.coordinate());
+  min_local_sizes_ = std::make_shared<MinLocalSizes>();
   hash_ = absl::HashOf(shape_, static_cast<int>(dtype_), PlacementListHash()(placements_), mesh_);
 }
 
@@ -44,6 +51,33 @@ DTensorSpec DTensorSpec::with_placements(std::vector<PlacementPtr> placements) c
 
 LocalLayout DTensorSpec::layout_at(const std::vector<int64_t>& coordinate) const {
   return compute_local_layout(shape_, mesh_.shape(), coordinate, placements_);
+}
+
+const std::vector<int64_t>& DTensorSpec::min_local_sizes() const {
+  absl::call_once(min_local_sizes_->once, [this] {
+    // Only mesh dims that split something change what a rank holds.
+    std::vector<int64_t> splitting;
+    for (size_t m = 0; m < placements_.size(); ++m) {
+      if (placements_[m]->split_dim() || placements_[m]->merged_leading_dims() > 0) {
+        splitting.push_back(static_cast<int64_t>(m));
+      }
+    }
+    std::vector<int64_t> coordinate(mesh_.ndim(), 0);
+    std::vector<int64_t>& sizes = min_local_sizes_->sizes;
+    sizes = layout_at(coordinate).local_shape;
+    while (true) {
+      size_t k = 0;  // next coordinate over the splitting mesh dims, odometer style
+      for (; k < splitting.size(); ++k) {
+        int64_t& c = coordinate[splitting[k]];
+        if (++c < mesh_.size(splitting[k])) break;
+        c = 0;
+      }
+      if (k == splitting.size()) break;
+      const std::vector<int64_t> local = layout_at(coordinate).local_shape;
+      for (size_t d = 0; d < sizes.size(); ++d) sizes[d] = std::min(sizes[d], local[d]);
+    }
+  });
+  return min_local_sizes_->sizes;
 }
 
 bool DTensorSpec::has_partial() const {

@@ -46,6 +46,10 @@ class DTensorSpec {
   const LocalLayout& local_layout() const { return local_layout_; }
   // What the rank at `coordinate` holds.
   LocalLayout layout_at(const std::vector<int64_t>& coordinate) const;
+  // Per dim of the local shards, the smallest size any rank of the mesh
+  // holds (0 when some rank holds nothing of it). Computed on first use and
+  // kept; copies of a spec share it.
+  const std::vector<int64_t>& min_local_sizes() const;
   // Whether any mesh dim holds a pending reduction.
   bool has_partial() const;
 
@@ -64,6 +68,8 @@ class DTensorSpec {
   c10::ScalarType dtype_;
   LocalLayout local_layout_;
   size_t hash_ = 0;
+  struct MinLocalSizes;
+  std::shared_ptr<MinLocalSizes> min_local_sizes_;
 };
 
 using DTensorSpecPtr = std::shared_ptr<const DTensorSpec>;

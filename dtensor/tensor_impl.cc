@@ -37,7 +37,7 @@ void DTensorImpl::check_and_refresh() {
                 "differentiate through the wrap)");
   const std::vector<int64_t>& shape = spec_->shape();
   if (local_.dim() == static_cast<int64_t>(shape.size())) {
-    set_sizes_and_strides(shape, global_strides_like(local_, shape));
+    set_sizes_and_strides(shape, global_strides_like(local_, shape, spec_->min_local_sizes()));
   } else {
     // Ragged merging leading dims: the shard's dims are not the global dims.
     set_sizes_and_strides(shape, spec_->stride());
@@ -118,19 +118,41 @@ at::Tensor make_dtensor_tensor(at::Tensor local, DTensorSpecPtr spec) {
   return at::Tensor(c10::make_intrusive<DTensorImpl>(std::move(local), std::move(spec)));
 }
 
-std::vector<int64_t> global_strides_like(const at::Tensor& local,
-                                         const std::vector<int64_t>& global_shape) {
-  const int64_t ndim = static_cast<int64_t>(global_shape.size());
-  std::vector<int64_t> order(ndim);
-  std::iota(order.begin(), order.end(), 0);
-  // Innermost last: larger local stride first, ties keep dim order.
+namespace {
+
+// Dims outermost first. A dim that some rank holds at most one index of has
+// a meaningless stride on that rank, so only dims every rank holds more of
+// are ordered by their local strides (larger first, ties in dim order); the
+// others go before the first ordered dim that follows them in dim order.
+// Every rank then derives the same order from its own shard.
+std::vector<int64_t> memory_order(const at::Tensor& local,
+                                  const std::vector<int64_t>& min_local_sizes) {
+  std::vector<int64_t> order, unordered;
+  for (int64_t d = 0; d < local.dim(); ++d) {
+    (min_local_sizes[d] > 1 ? order : unordered).push_back(d);
+  }
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return local.stride(a) > local.stride(b); });
+  for (int64_t d : unordered) {
+    auto next = std::find_if(order.begin(), order.end(),
+                             [&](int64_t o) { return min_local_sizes[o] > 1 && o > d; });
+    order.insert(next, d);
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<int64_t> global_strides_like(const at::Tensor& local,
+                                         const std::vector<int64_t>& global_shape,
+                                         const std::vector<int64_t>& min_local_sizes) {
+  const int64_t ndim = static_cast<int64_t>(global_shape.size());
+  const std::vector<int64_t> order = memory_order(local, min_local_sizes);
   std::vector<int64_t> strides(ndim, 0);
   int64_t running = 1;
   for (int64_t i = ndim - 1; i >= 0; --i) {
     const int64_t d = order[i];
-    const bool expanded = local.stride(d) == 0 && local.size(d) > 1;
+    const bool expanded = min_local_sizes[d] > 1 && local.stride(d) == 0;
     strides[d] = expanded ? 0 : running;
     if (!expanded) running *= std::max<int64_t>(global_shape[d], 1);
   }

@@ -88,8 +88,12 @@ at::Tensor make_dtensor_tensor(at::Tensor local, DTensorSpecPtr spec);
 // Global strides for a DTensor whose shard is `local`: the row-major strides
 // of the global shape, taken in the order of the local strides, so a
 // transposed shard gives a transposed (non-contiguous) DTensor and an
-// expanded dim keeps stride 0.
+// expanded dim keeps stride 0. `min_local_sizes` (DTensorSpec) says which
+// dims every rank holds more than one index of: only those are ordered by
+// stride, so that every rank reports the same strides (a 1-wide shard's
+// strides say nothing about the order of that dim).
 std::vector<int64_t> global_strides_like(const at::Tensor& local,
-                                         const std::vector<int64_t>& global_shape);
+                                         const std::vector<int64_t>& global_shape,
+                                         const std::vector<int64_t>& min_local_sizes);
 
 }  // namespace dtensor

@@ -55,19 +55,8 @@ std::vector<int64_t> reduced_shape(const OpCall& call, const Reduction& r) {
 // Whether every coordinate of the mesh holds part of `dim` of input 0.
 bool every_shard_nonempty(const OpCall& call, int64_t dim) {
   const DTensorSpec& spec = *call.input(0).spec;
-  const std::vector<int64_t>& mesh_shape = call.mesh().shape();
-  std::vector<int64_t> coordinate(mesh_shape.size(), 0);
-  for (int64_t flat = 0; flat < call.mesh().size(); ++flat) {
-    int64_t rest = flat;
-    for (int64_t m = static_cast<int64_t>(mesh_shape.size()) - 1; m >= 0; --m) {
-      coordinate[m] = rest % mesh_shape[m];
-      rest /= mesh_shape[m];
-    }
-    const LocalLayout layout = spec.layout_at(coordinate);
-    const int64_t local_dim = layout.merged_leading_dims > 1 ? 0 : dim;
-    if (layout.local_shape[local_dim] == 0) return false;
-  }
-  return true;
+  const int64_t local_dim = spec.local_layout().merged_leading_dims > 1 ? 0 : dim;
+  return spec.min_local_sizes()[local_dim] > 0;
 }
 
 PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placement& p,

@@ -32,8 +32,7 @@ struct Dims {
   int64_t seq = 5;     // token model: ids [batch, seq]
   int64_t vocab = 11;  // uneven over 2 and 4 ranks
   int64_t in = 6;
-  // Uneven over 4 ranks: 3,3,3,2. (10 would give a 1-wide shard, which
-  // DISABLED_OneWideShards shows diverging: see there.)
+  // Uneven over 4 ranks: 3,3,3,2 (OneWideShards takes 10: 3,3,3,1).
   int64_t hidden = 11;
   int64_t out = 5;
 };
@@ -234,13 +233,12 @@ TEST(ParallelizeTest, MlpColwiseRowwiseTrainsLikeOneDevice) {
   }
 }
 
-// Library bug, not fixed here: hidden 10 over 4 ranks leaves rank 3 a
-// 1-wide shard, whose local strides say nothing about the order of that dim,
-// so global_strides_like (dtensor/tensor_impl.cc) gives the gradient other
-// global strides on rank 3 than on ranks 0-2. AccumulateGrad's layout check
-// then clones (copy_, an all-gather) on some ranks only, and the ranks' next
-// collectives disagree. Run with --gtest_also_run_disabled_tests.
-TEST(ParallelizeTest, DISABLED_OneWideShards) {
+// Hidden 10 over 4 ranks leaves rank 3 a 1-wide shard, whose local strides
+// say nothing about the order of that dim. The wrappers' global strides must
+// still agree on every rank: otherwise AccumulateGrad's layout check clones
+// (copy_, an all-gather) on some ranks only, and the ranks' next collectives
+// disagree (dtensor/tensor_impl.h global_strides_like).
+TEST(ParallelizeTest, OneWideShards) {
   run_ranks(4, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
     Dims one_wide;

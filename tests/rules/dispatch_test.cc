@@ -62,11 +62,18 @@ TEST(DispatchTest, WrapperReportsGlobalMetadata) {
     const int64_t rows[] = {2, 2, 1, 0};
     EXPECT_EQ(da.to_local().size(0), rows[rank]);
     // A transposed DTensor reports transposed global strides.
-    at::Tensor tt = t.t();
+    at::Tensor tt = dist(iota({8, 3}), mesh, "S(0)").tensor().t();
     EXPECT_TRUE(is_dtensor(tt));
-    EXPECT_EQ(tt.sizes(), (std::vector<int64_t>{3, 5}));
+    EXPECT_EQ(tt.sizes(), (std::vector<int64_t>{3, 8}));
     EXPECT_EQ(tt.strides(), (std::vector<int64_t>{1, 3}));
     EXPECT_FALSE(tt.is_contiguous());
+    // Where some rank holds at most one index of a dim (rows 2, 2, 1, 0 here),
+    // that rank's strides cannot tell the dim's order, so every rank reports
+    // the dim in dim order: the strides agree on every rank.
+    at::Tensor ambiguous = t.t();
+    EXPECT_EQ(ambiguous.sizes(), (std::vector<int64_t>{3, 5}));
+    EXPECT_EQ(ambiguous.strides(), (std::vector<int64_t>{5, 1}));
+    EXPECT_TRUE(at::equal(DTensor(ambiguous).full_tensor(), a.t()));
     // Viewing a plain tensor as a DTensor is refused.
     EXPECT_THROW(DTensor{a}, Error);
     // An int64 DTensor reports int64.
