@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <map>
 #include <queue>
+#include <set>
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
@@ -35,6 +36,62 @@ bool is_group_local(const Placements& state, int64_t first, int64_t last, const 
   for (size_t m = last + 1; m < state.size(); ++m) {
     for (int64_t d : split_dims(*state[m])) {
       if (std::find(touched.begin(), touched.end(), d) != touched.end()) return false;
+    }
+  }
+  return true;
+}
+
+// The one tensor dim a change from `from` to `to` touches, if it is one.
+std::optional<int64_t> single_touched_dim(const Placement& from, const Placement& to) {
+  std::vector<int64_t> touched = split_dims(from);
+  for (int64_t d : split_dims(to)) {
+    if (std::find(touched.begin(), touched.end(), d) == touched.end()) touched.push_back(d);
+  }
+  if (touched.size() != 1 || from.merged_leading_dims() > 1 || to.merged_leading_dims() > 1) {
+    return std::nullopt;
+  }
+  return touched.front();
+}
+
+// The exact form of is_group_local for a step on mesh dims [first, last]
+// that touches tensor dim `dim` alone: in every group, each member's target
+// indices of `dim` are among those the group holds before the step, and its
+// other dims do not change. It admits what the structural rule refuses but
+// stays inside the group, such as FSDP's [SS(d, k), S(d)] -> [R, S(d)] (k
+// the later splitter's size: each dp group holds one tp piece). Checks every
+// group, so the plan stays the same whichever rank makes it.
+bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
+                               int64_t last, int64_t dim) {
+  const std::vector<int64_t>& mesh_shape = from.mesh().shape();
+  const int64_t ranks = from.mesh().size();
+  std::vector<LocalLayout> before, after;
+  std::map<std::vector<int64_t>, std::set<int64_t>> held;  // group -> indices of `dim` it holds
+  std::vector<std::vector<int64_t>> group_of;
+  for (int64_t flat = 0; flat < ranks; ++flat) {
+    std::vector<int64_t> coordinate(mesh_shape.size());
+    for (int64_t m = static_cast<int64_t>(mesh_shape.size()) - 1, rest = flat; m >= 0; --m) {
+      coordinate[m] = rest % mesh_shape[m];
+      rest /= mesh_shape[m];
+    }
+    before.push_back(from.layout_at(coordinate));
+    after.push_back(to.layout_at(coordinate));
+    // Leading dims merged into rows (a Ragged elsewhere): not this simple check.
+    if (before.back().merged_leading_dims > 1 || after.back().merged_leading_dims > 1) return false;
+    for (int64_t m = first; m <= last; ++m) coordinate[m] = 0;
+    const std::vector<int64_t>& indices = before.back().global_indices()[dim];
+    held[coordinate].insert(indices.begin(), indices.end());
+    group_of.push_back(std::move(coordinate));
+  }
+  for (int64_t flat = 0; flat < ranks; ++flat) {
+    const auto& want = after[flat].global_indices();
+    const auto& have = before[flat].global_indices();
+    if (want.size() != have.size()) return false;
+    for (size_t d = 0; d < want.size(); ++d) {
+      if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
+    }
+    const std::set<int64_t>& group = held[group_of[flat]];
+    for (int64_t index : want[dim]) {
+      if (group.count(index) == 0) return false;
     }
   }
   return true;
@@ -121,13 +178,14 @@ class Planner {
              candidates(source_.placements(), target_.placements(), first, last)) {
           if (*to == *state[first]) continue;
           if (to->is_partial() && !state[first]->is_replicate()) continue;
-          if (!single_rank_group(from->mesh(), first, last) &&
-              !is_group_local(state, first, last, *state[first], *to)) {
-            continue;
-          }
+          const bool local = single_rank_group(from->mesh(), first, last) ||
+                             is_group_local(state, first, last, *state[first], *to);
+          const std::optional<int64_t> touched = single_touched_dim(*state[first], *to);
+          if (!local && !touched) continue;
           Placements next = state;
           for (int64_t m = first; m <= last; ++m) next[m] = to;
-          std::optional<PlannedStep> step = make_step(from, std::move(next), first, last);
+          std::optional<PlannedStep> step =
+              make_step(from, std::move(next), first, last, local ? std::nullopt : touched);
           if (step) steps.push_back(std::move(*step));
         }
       }
@@ -135,13 +193,18 @@ class Planner {
     return steps;
   }
 
+  // `check_dim`: the step passed no structural group-locality rule, so check
+  // exactly that its groups hold what they need of that tensor dim.
   std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, Placements next, int64_t first,
-                                       int64_t last) {
+                                       int64_t last, std::optional<int64_t> check_dim) {
     DTensorSpecPtr after;
     try {
       after = std::make_shared<const DTensorSpec>(from->with_placements(std::move(next)));
     } catch (const Error&) {
       return std::nullopt;  // not a valid layout (e.g. splits a dim merged into rows)
+    }
+    if (check_dim && !groups_hold_their_targets(*from, *after, first, last, *check_dim)) {
+      return std::nullopt;
     }
     std::vector<int64_t> dims;
     for (int64_t m = first; m <= last; ++m) dims.push_back(m);

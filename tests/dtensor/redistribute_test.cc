@@ -306,6 +306,23 @@ TEST(RedistributeTest, SingleRankMeshDimsChangeWithoutCollectives) {
   });
 }
 
+// FSDP over TP stores [SS(0,tp), S(0)]: gathering over dp alone gives the tp
+// layout back, and a Partial over dp lands in the storage layout, each with
+// one collective inside the dp groups (the planner checks that every group
+// holds what it needs, since a later mesh dim splits the same tensor dim).
+TEST(RedistributeTest, FsdpOverTpStepsStayInsideTheDpGroups) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    run_nd("SS(0,2),S(0)", "R,S(0)", Shape{8, 4}, mesh, 1, /*exact=*/true);
+    run_nd("P(sum),S(0)", "SS(0,2),S(0)", Shape{8, 4}, mesh, 1, /*exact=*/true);
+    run_nd("R,S(0)", "SS(0,2),S(0)", Shape{8, 4}, mesh, 0, /*exact=*/true);
+    for (const Shape& shape : {Shape{7, 5}, Shape{3, 9}, Shape{1, 2}}) {
+      run_nd("SS(0,2),S(0)", "R,S(0)", shape, mesh, 2, /*exact=*/false);
+      run_nd("P(sum),S(0)", "SS(0,2),S(0)", shape, mesh, 2, /*exact=*/false);
+    }
+  });
+}
+
 TEST(RedistributeTest, StridedShardOverShardToReplicate) {
   run_ranks(8, [](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {4, 2});
