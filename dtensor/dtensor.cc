@@ -35,21 +35,6 @@ std::shared_ptr<Communicator> whole_mesh_communicator(const DeviceMesh& mesh) {
   return mesh.ndim() == 1 ? mesh.communicator(0) : mesh.flatten("whole_mesh").communicator(0);
 }
 
-std::vector<int64_t> coordinate_of(int64_t flat, const std::vector<int64_t>& mesh_shape) {
-  std::vector<int64_t> coordinate(mesh_shape.size());
-  for (int64_t d = static_cast<int64_t>(mesh_shape.size()) - 1; d >= 0; --d) {
-    coordinate[d] = flat % mesh_shape[d];
-    flat /= mesh_shape[d];
-  }
-  return coordinate;
-}
-
-int64_t flat_index(const std::vector<int64_t>& coordinate, const std::vector<int64_t>& mesh_shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < mesh_shape.size(); ++d) flat = flat * mesh_shape[d] + coordinate[d];
-  return flat;
-}
-
 // Placements with every Partial replaced by Replicate: what a scatter or a
 // slice of a global value produces before the Partials are applied locally.
 std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& placements) {
@@ -136,7 +121,7 @@ DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
     const auto merged =
         merge_leading_dims(global, whole, shape, merged_leading_dims(spread->placements()));
     for (int64_t member = 0; member < comm->size(); ++member) {
-      const LocalLayout layout = spread->layout_at(coordinate_of(member, mesh.shape()));
+      const LocalLayout layout = spread->layout_at(grid_coordinate(member, mesh.shape()));
       pieces.push_back(gather_positions(
           merged.local,
           redistribute_internal::shared_positions(layout.global_indices(), merged.lists).wanted));
@@ -207,7 +192,7 @@ std::vector<PlacementPtr> learn_ragged_units(const std::vector<PlacementPtr>& pl
     std::vector<int64_t> units;
     for (int64_t member = 0; member < mesh.size(i); ++member) {
       coordinate[i] = member;
-      const std::vector<int64_t>& shape = locals.shapes[flat_index(coordinate, mesh.shape())];
+      const std::vector<int64_t>& shape = locals.shapes[grid_position(coordinate, mesh.shape())];
       units.push_back(shape.empty() ? 1 : shape[0]);
     }
     // All-empty pieces keep the given units: any split of nothing is the same.
@@ -223,10 +208,10 @@ std::vector<PlacementPtr> learn_ragged_units(const std::vector<PlacementPtr>& pl
 std::vector<int64_t> infer_global_shape(const std::vector<PlacementPtr>& placements,
                                         const GatheredLocals& locals, const DeviceMesh& mesh) {
   const std::vector<int64_t>& local_shape =
-      locals.shapes[flat_index(mesh.coordinate(), mesh.shape())];
+      locals.shapes[grid_position(mesh.coordinate(), mesh.shape())];
   std::vector<int64_t> shape(local_shape.size(), 0);
   for (int64_t flat = 0; flat < mesh.size(); ++flat) {
-    const std::vector<int64_t> coordinate = coordinate_of(flat, mesh.shape());
+    const std::vector<int64_t> coordinate = grid_coordinate(flat, mesh.shape());
     for (size_t d = 0; d < shape.size(); ++d) {
       bool counted = true;
       for (size_t i = 0; i < placements.size(); ++i) {
@@ -284,7 +269,7 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
   }
   if (locals) {
     for (int64_t flat = 0; flat < mesh.size(); ++flat) {
-      const LocalLayout layout = spec->layout_at(coordinate_of(flat, mesh.shape()));
+      const LocalLayout layout = spec->layout_at(grid_coordinate(flat, mesh.shape()));
       DTENSOR_CHECK(locals->shapes[flat] == layout.local_shape, "from_local: mesh rank ", flat,
                     " holds a local tensor of shape [", absl::StrJoin(locals->shapes[flat], ", "),
                     "]; expected [", absl::StrJoin(layout.local_shape, ", "), "] for ",

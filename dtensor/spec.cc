@@ -1,6 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include "dtensor/spec.h"
 
+#include <functional>
+#include <numeric>
 #include <sstream>
 
 #include "absl/base/call_once.h"
@@ -55,25 +57,21 @@ LocalLayout DTensorSpec::layout_at(const std::vector<int64_t>& coordinate) const
 
 const std::vector<int64_t>& DTensorSpec::min_local_sizes() const {
   absl::call_once(min_local_sizes_->once, [this] {
-    // Only mesh dims that split something change what a rank holds.
-    std::vector<int64_t> splitting;
+    // Only mesh dims that split something change what a rank holds: walk
+    // their coordinates, the others fixed at 0.
+    std::vector<int64_t> splitting_extents(placements_.size(), 1);
     for (size_t m = 0; m < placements_.size(); ++m) {
       if (placements_[m]->split_dim() || placements_[m]->merged_leading_dims() > 0) {
-        splitting.push_back(static_cast<int64_t>(m));
+        splitting_extents[m] = mesh_.size(static_cast<int64_t>(m));
       }
     }
-    std::vector<int64_t> coordinate(mesh_.ndim(), 0);
     std::vector<int64_t>& sizes = min_local_sizes_->sizes;
-    sizes = layout_at(coordinate).local_shape;
-    while (true) {
-      size_t k = 0;  // next coordinate over the splitting mesh dims, odometer style
-      for (; k < splitting.size(); ++k) {
-        int64_t& c = coordinate[splitting[k]];
-        if (++c < mesh_.size(splitting[k])) break;
-        c = 0;
-      }
-      if (k == splitting.size()) break;
-      const std::vector<int64_t> local = layout_at(coordinate).local_shape;
+    const int64_t count = std::accumulate(splitting_extents.begin(), splitting_extents.end(),
+                                          int64_t{1}, std::multiplies<>());
+    for (int64_t flat = 0; flat < count; ++flat) {
+      const std::vector<int64_t> local =
+          layout_at(grid_coordinate(flat, splitting_extents)).local_shape;
+      if (flat == 0) sizes = local;
       for (size_t d = 0; d < sizes.size(); ++d) sizes[d] = std::min(sizes[d], local[d]);
     }
   });

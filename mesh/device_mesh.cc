@@ -131,12 +131,7 @@ void DeviceMesh::locate_calling_rank() {
     auto pos = std::find(row.begin(), row.end(), me);
     if (pos == row.end()) continue;
     sibling_ = static_cast<int64_t>(s);
-    int64_t flat = pos - row.begin();
-    coordinate_.assign(shape_.size(), 0);
-    for (int64_t d = ndim() - 1; d >= 0; --d) {
-      coordinate_[d] = flat % shape_[d];
-      flat /= shape_[d];
-    }
+    coordinate_ = grid_coordinate(pos - row.begin(), shape_);
     return;
   }
 }
@@ -329,6 +324,21 @@ bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
     return a.names_ == b.names_;  // same rank grid: the common case of one mesh reused
   }
   return a.shape_ == b.shape_ && a.names_ == b.names_ && a.ranks() == b.ranks();
+}
+
+std::vector<int64_t> grid_coordinate(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> coordinate(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    coordinate[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return coordinate;
+}
+
+int64_t grid_position(const std::vector<int64_t>& coordinate, const std::vector<int64_t>& shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + coordinate[d];
+  return flat;
 }
 
 DeviceMesh init_device_mesh(std::string_view backend, std::vector<int64_t> shape,

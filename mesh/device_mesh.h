@@ -121,6 +121,12 @@ class DeviceMesh {
   std::vector<std::shared_ptr<Communicator>> dim_communicators_;
 };
 
+// The coordinate of row-major position `flat` in a grid of `shape` (a mesh,
+// or any box of mesh coordinates), and the position of `coordinate`.
+// DeviceMesh lays its ranks out this way.
+std::vector<int64_t> grid_coordinate(int64_t flat, const std::vector<int64_t>& shape);
+int64_t grid_position(const std::vector<int64_t>& coordinate, const std::vector<int64_t>& shape);
+
 // Builds a mesh of `shape` over the whole world of `backend` ("local" inside
 // run_ranks, "mpi", "nccl"); the product of `shape` must be the world size.
 DeviceMesh init_device_mesh(std::string_view backend, std::vector<int64_t> shape,

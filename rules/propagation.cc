@@ -13,6 +13,7 @@
 #include "placements/replicate.h"
 #include "rules/cost.h"
 #include "rules/registry.h"
+#include "rules/roles.h"
 #include "rules/tensor_arguments.h"
 
 namespace dtensor {
@@ -170,20 +171,18 @@ class Engine {
   void collect_rows() {
     const int64_t ndim = call_.mesh().ndim();
     rows_.resize(ndim);
-    bool any_local_kernel = false;
-    if (rules_ != nullptr) {
-      for (const OpRule& rule : *rules_) any_local_kernel |= static_cast<bool>(rule.local_kernel);
-    }
     for (int64_t m = 0; m < ndim; ++m) {
       if (rules_ != nullptr) {
         for (const OpRule& rule : *rules_) {
           for (ShardingRow& row : rule.strategy(call_, m)) add_row(m, std::move(row), &rule);
         }
       }
-      // Running on whole inputs is always right for the op's own kernel.
-      if (!any_local_kernel) {
-        add_row(m, replicate_row(call_), nullptr);
-      }
+      // Running on whole inputs is always right for the op's own kernel. A
+      // rule's local kernel never runs this row (rows of different rules
+      // combine only when none has a kernel, see try_choice), and it comes
+      // after the rules' rows, so at equal cost a rule wins over it (random
+      // ops' kernels must run even on replicated inputs).
+      add_row(m, replicate_row(call_), nullptr);
       std::stable_sort(rows_[m].begin(), rows_[m].end(),
                        [](const CandidateRow& a, const CandidateRow& b) { return a.cost < b.cost; });
     }
@@ -362,6 +361,17 @@ const DTensorSpecPtr& Propagation::output_spec(size_t k, c10::ScalarType dtype,
 const std::vector<int64_t>& local_output_shape(const LocalContext& context, size_t k,
                                                c10::ScalarType dtype) {
   return context.propagation.output_spec(k, dtype, context.mesh)->local_layout().local_shape;
+}
+
+std::vector<int64_t> mesh_dims_splitting(const LocalContext& context, size_t i,
+                                         const std::function<bool(int64_t dim)>& counts) {
+  std::vector<int64_t> dims;
+  const auto& placements = context.propagation.input_targets[i]->placements();
+  for (size_t m = 0; m < placements.size(); ++m) {
+    const std::optional<int64_t> dim = split_dim_of(*placements[m]);
+    if (dim && counts(*dim)) dims.push_back(static_cast<int64_t>(m));
+  }
+  return dims;
 }
 
 std::unique_ptr<Propagation> propagate(const OpCall& call, const PropagationOptions& options) {

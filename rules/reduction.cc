@@ -99,8 +99,8 @@ std::vector<ShardingRow> reduction_rows(const OpCall& call, const Reduction& r, 
   } else if (const auto op = p->partial_op()) {
     if (std::count(r.partials_pass.begin(), r.partials_pass.end(), *op)) add(p, p);
   }
-  // A rule with a kernel offers its own all-Replicate row (the engine adds it
-  // only to rules without one).
+  // The kernel's rows combine only with each other (rules/rule.h): it
+  // lists the all-Replicate row for mesh dims it leaves whole.
   if (r.mean || r.norm_order_argument) add(Replicate::make(), Replicate::make());
   return rows;
 }
@@ -131,18 +131,6 @@ void mean_kernel(const Reduction& r, const c10::OperatorHandle&, torch::jit::Sta
   stack.push_back(out);
 }
 
-// The mesh dims whose chosen input placement splits a reduced dim.
-std::vector<int64_t> mesh_dims_splitting_reduced(const LocalContext& context,
-                                                 const std::vector<bool>& reduced) {
-  std::vector<int64_t> out;
-  const auto& placements = context.propagation.input_targets.front()->placements();
-  for (size_t m = 0; m < placements.size(); ++m) {
-    const auto dim = split_dim_of(*placements[m]);
-    if (dim && reduced[*dim]) out.push_back(static_cast<int64_t>(m));
-  }
-  return out;
-}
-
 // max (or min) of |x| over `dims`; an empty shard gives the identity 0 (or inf).
 at::Tensor extreme_of_abs(const at::Tensor& abs, const std::vector<int64_t>& dims, bool keep,
                           bool max) {
@@ -158,7 +146,8 @@ void norm_kernel(const Reduction& r, const c10::OperatorHandle& op, torch::jit::
                  const LocalContext& context) {
   const OpCall& call = context.call;
   const std::vector<bool> reduced = reduced_dims(call, r);
-  const std::vector<int64_t> combine = mesh_dims_splitting_reduced(context, reduced);
+  const std::vector<int64_t> combine =
+      mesh_dims_splitting(context, 0, [&](int64_t dim) { return reduced[dim]; });
   if (combine.empty()) {
     op.callBoxed(stack);
     return;

@@ -20,8 +20,13 @@
 //
 // Rows list inputs in `OpCall::inputs()` order (one per tensor, Tensor[]
 // elements one by one) and outputs one per schema return (a Tensor[] return
-// uses its placement for every element). The all-Replicate row is always
-// available to the engine as a last resort only when the rule lists it.
+// uses its placement for every element). The engine adds the all-Replicate
+// row (the op itself on whole inputs) to every op's rows.
+//
+// A rule with a `local_kernel` computes only combinations made entirely of
+// its own rows: on a mesh of several dims it lists the rows it accepts on
+// the dims it leaves alone too (`replicate_row(call)`, pass-through rows).
+// Rows of the op's other rules keep serving every other combination.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +61,12 @@ struct LocalContext {
 // The calling rank's local shape of output `k` (of dtype `dtype`).
 const std::vector<int64_t>& local_output_shape(const LocalContext& context, size_t k,
                                                c10::ScalarType dtype);
+
+// The mesh dims on which the chosen layout of input `i` splits a tensor dim
+// that `counts` accepts (a kernel combining partial results over those dims:
+// a loss over a split batch, a norm over a split dim).
+std::vector<int64_t> mesh_dims_splitting(const LocalContext& context, size_t i,
+                                         const std::function<bool(int64_t dim)>& counts);
 
 // Computes the op on local shards: `stack` holds the call's arguments with
 // every tensor replaced by its local shard; leave the local outputs on it.

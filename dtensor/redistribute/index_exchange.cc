@@ -28,6 +28,28 @@ at::Tensor as_index(const std::vector<int64_t>& positions) {
   return at::tensor(positions, at::kLong);
 }
 
+// Maximal runs of consecutive indices in `list`.
+int64_t consecutive_runs(const std::vector<int64_t>& list) {
+  int64_t runs = list.empty() ? 0 : 1;
+  for (size_t i = 1; i < list.size(); ++i) runs += list[i] != list[i - 1] + 1;
+  return runs;
+}
+
+bool interleaves_into(const std::vector<std::vector<int64_t>>& pieces, int64_t blocks,
+                      const std::vector<int64_t>& order) {
+  size_t next = 0;
+  for (int64_t block = 0; block < blocks; ++block) {
+    for (const std::vector<int64_t>& piece : pieces) {
+      if (piece.size() % blocks != 0) return false;
+      const size_t run = piece.size() / blocks;
+      for (size_t i = block * run; i < (block + 1) * run; ++i) {
+        if (next == order.size() || order[next++] != piece[i]) return false;
+      }
+    }
+  }
+  return next == order.size();
+}
+
 }  // namespace
 
 int64_t SharedPositions::numel() const {
@@ -128,6 +150,25 @@ MergedLocal merge_leading_dims(const at::Tensor& local, const LocalLayout& layou
     out.local = local.reshape(shape);
   }
   return out;
+}
+
+std::optional<int64_t> interleaved_block_count(const std::vector<std::vector<int64_t>>& pieces,
+                                               const std::vector<int64_t>& order) {
+  if (interleaves_into(pieces, 1, order)) return 1;
+  for (const std::vector<int64_t>& piece : pieces) {
+    if (piece.empty()) continue;
+    const int64_t runs = consecutive_runs(piece);
+    if (runs > 1 && interleaves_into(pieces, runs, order)) return runs;
+    break;
+  }
+  return std::nullopt;
+}
+
+std::vector<int64_t> split_into_blocks(std::vector<int64_t> shape, int64_t dim, int64_t blocks) {
+  if (blocks == 1) return shape;
+  shape[dim] /= blocks;
+  shape.insert(shape.begin() + dim, blocks);
+  return shape;
 }
 
 }  // namespace dtensor::redistribute_internal

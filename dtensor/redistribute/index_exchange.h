@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -46,5 +47,22 @@ struct MergedLocal {
 };
 MergedLocal merge_leading_dims(const at::Tensor& local, const LocalLayout& layout,
                                const std::vector<int64_t>& global_shape, int64_t merged);
+
+// How a collective along one dim can put the members' pieces straight into
+// `order`: view that dim as [blocks, extent / blocks] and run the collective
+// along the second one, member m owning the `pieces[m].size() / blocks`
+// consecutive slots after those of members 0..m-1 in every block. So member
+// m's piece is cut into `blocks` equal runs, run c landing in block c.
+// blocks = 1 is plain concatenation (Shard, Ragged); a StridedShard piece
+// is one run per chunk of the later split, so blocks = its split factor
+// (the runs are the rank's part of each chunk). Tries 1, then the number of
+// consecutive runs in the first non-empty piece; nullopt when neither puts
+// every index where `order` wants it (the caller then reorders).
+std::optional<int64_t> interleaved_block_count(const std::vector<std::vector<int64_t>>& pieces,
+                                               const std::vector<int64_t>& order);
+
+// `shape` with dim `dim` cut into [blocks, shape[dim] / blocks] (unchanged
+// when blocks is 1).
+std::vector<int64_t> split_into_blocks(std::vector<int64_t> shape, int64_t dim, int64_t blocks);
 
 }  // namespace dtensor::redistribute_internal

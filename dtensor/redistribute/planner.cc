@@ -68,11 +68,7 @@ bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, i
   std::map<std::vector<int64_t>, std::set<int64_t>> held;  // group -> indices of `dim` it holds
   std::vector<std::vector<int64_t>> group_of;
   for (int64_t flat = 0; flat < ranks; ++flat) {
-    std::vector<int64_t> coordinate(mesh_shape.size());
-    for (int64_t m = static_cast<int64_t>(mesh_shape.size()) - 1, rest = flat; m >= 0; --m) {
-      coordinate[m] = rest % mesh_shape[m];
-      rest /= mesh_shape[m];
-    }
+    std::vector<int64_t> coordinate = grid_coordinate(flat, mesh_shape);
     before.push_back(from.layout_at(coordinate));
     after.push_back(to.layout_at(coordinate));
     // Leading dims merged into rows (a Ragged elsewhere): not this simple check.

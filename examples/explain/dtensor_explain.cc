@@ -142,17 +142,6 @@ std::vector<dtensor::PlacementPtr> read_placements(const ParsedCommand& command,
   return dtensor::normalize_placements(placements, static_cast<int64_t>(shape.size()), mesh);
 }
 
-// The coordinate of `rank` in a row-major mesh: init_device_mesh lays ranks out
-// that way, so rank numbers here match the ones `plan` and real runs use.
-std::vector<int64_t> coordinate_of(int64_t rank, const std::vector<int64_t>& mesh) {
-  std::vector<int64_t> coordinate(mesh.size());
-  for (size_t i = mesh.size(); i-- > 0;) {
-    coordinate[i] = rank % mesh[i];
-    rank /= mesh[i];
-  }
-  return coordinate;
-}
-
 // ---------------------------------------------------------------------------
 // layout
 
@@ -225,7 +214,7 @@ int run_layout(const ParsedCommand& command) {
   Table table(std::move(header));
   std::string json_lines;
   for (int64_t rank = 0; rank < product(mesh); ++rank) {
-    const std::vector<int64_t> coordinate = coordinate_of(rank, mesh);
+    const std::vector<int64_t> coordinate = dtensor::grid_coordinate(rank, mesh);
     const dtensor::LocalLayout layout =
         dtensor::compute_local_layout(shape, mesh, coordinate, placements);
     if (json) {

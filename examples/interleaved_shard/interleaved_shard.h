@@ -51,8 +51,9 @@
 // false, merged_leading_dims 0, check_mesh_dim_size accepting any n, and
 // splits_into_ordered_blocks FALSE. That last one matters: declare it only if
 // the pieces of the split dim are consecutive blocks in coordinate order
-// (Shard), because then reduce-scatter and plain all-gather results are taken
-// as the layout as-is. InterleavedShard interleaves, so it must not.
+// (Shard), because then reduce-scatter results are taken as the layout
+// as-is, unchecked. InterleavedShard interleaves, so it must not (the
+// transitions find its block structure from the index lists instead).
 //
 // WHAT IT GETS FOR FREE
 // ---------------------
@@ -65,11 +66,13 @@
 //  * distribute_tensor, from_local (with its shape checks), full_tensor;
 //  * redistribute to and from every other placement, through the generic
 //    transitions, each one collective per mesh dim (or none):
-//      IS -> R          one all_gather_v, then one local reorder
+//      IS -> R          one all_gather_v straight into place: each rank's
+//                       piece is one equal run per block, so the gather runs
+//                       along a [blocks, ...] view of the dim (any other
+//                       order would cost one local reorder after the gather)
 //      R -> IS          a local slice, no communication
 //      IS <-> S, SS, RG, another IS    one all_to_all_v of what each rank needs
-//      P -> IS          all_reduce, then a local slice (reduce-scatter is only
-//                       used for ordered blocks)
+//      P -> IS          one reduce_scatter_v along the same blocked view
 //  * plans that print (plan_redistribute(...).to_string()), plan caching,
 //    collective counting.
 //

@@ -99,9 +99,10 @@ void split_local_blocks(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   stack.emplace_back(std::move(pieces));
 }
 
-// The op's built-in rows (any split of another dim passes through; the split
-// dim itself whole), since a rule with a local kernel is only ever combined
-// with its own rows; the all-Replicate row for the same reason.
+// The rows an IS row may combine with on other mesh dims: a rule with a local
+// kernel is only ever combined with its own rows (rules/rule.h), so it
+// repeats the built-in ones (any split of another dim passes through, the
+// split dim itself whole) and the all-Replicate row.
 std::vector<ShardingRow> builtin_split_rows(const OpCall& call, int64_t m) {
   static const OpRule cut = dim_map_rule([](const OpCall& c) {
     DimMap map(static_cast<size_t>(c.input(0).spec->ndim()));

@@ -33,8 +33,7 @@ bool batch_split(const OpCall& call, const Placement& p) {
 
 // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
 std::vector<ShardingRow> forward_rows(const OpCall& call, int64_t m) {
-  // The local kernel below replaces the op, so the engine does not offer the
-  // all-Replicate row by itself.
+  // The local kernel's rows combine only with each other (rules/rule.h).
   std::vector<ShardingRow> rows = {replicate_row(call)};
   const PlacementPtr& p = call.placement(0, m);
   if (!batch_split(call, *p)) return rows;
@@ -50,22 +49,13 @@ std::vector<ShardingRow> forward_rows(const OpCall& call, int64_t m) {
   return rows;
 }
 
-// The mesh dims on which the chosen layout splits the batch.
-std::vector<int64_t> batch_split_mesh_dims(const LocalContext& context) {
-  std::vector<int64_t> dims;
-  const auto& placements = context.propagation.input_targets.front()->placements();
-  for (size_t m = 0; m < placements.size(); ++m) {
-    if (split_dim_of(*placements[m])) dims.push_back(static_cast<int64_t>(m));
-  }
-  return dims;
-}
-
 void forward_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                     const LocalContext& context) {
   const size_t num_arguments = op.schema().arguments().size();
   c10::IValue& reduction =
       stack[stack.size() - num_arguments + *op.schema().argumentIndexWithName("reduction")];
-  const std::vector<int64_t> split = batch_split_mesh_dims(context);
+  // forward_rows splits nothing but the batch.
+  const std::vector<int64_t> split = mesh_dims_splitting(context, 0, [](int64_t) { return true; });
   if (split.empty() || reduction.toInt() != kReductionMean) {
     op.callBoxed(stack);
     return;

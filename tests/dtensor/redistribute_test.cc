@@ -16,6 +16,7 @@
 
 #include "dtensor/dtensor.h"
 #include "dtensor/redistribute/collective_counter.h"
+#include "dtensor/redistribute/index_exchange.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/spec.h"
 #include "mesh/device_mesh.h"
@@ -232,8 +233,10 @@ bool rank_zero(const DeviceMesh& mesh) { return mesh.world()->rank() == 0; }
 
 // Redistributes on the calling rank, asserting at most `max_collectives`
 // (exactly, when `exact`) and equality with a direct distribute.
-void run_nd(const std::string& from, const std::string& to, const Shape& shape,
-            const DeviceMesh& mesh, int64_t max_collectives, bool exact) {
+// Checks from -> to against a direct distribute and the collective count;
+// returns the collectives it ran ("{ all_gather_v:2 }").
+std::string run_nd(const std::string& from, const std::string& to, const Shape& shape,
+                   const DeviceMesh& mesh, int64_t max_collectives, bool exact) {
   SCOPED_TRACE(::testing::Message()
                << from << " -> " << to << " shape " << ::testing::PrintToString(shape) << " mesh "
                << mesh.to_string() << " rank " << mesh.world()->rank());
@@ -257,6 +260,7 @@ void run_nd(const std::string& from, const std::string& to, const Shape& shape,
         plan_redistribute(source.spec(), source.spec().with_placements(parse_placements(to)));
     std::cout << "plan " << from << " -> " << to << ":\n" << plan.to_string() << std::endl;
   }
+  return kinds;
 }
 
 TEST(RedistributeTest, TwoDimMeshIssueCases) {
@@ -320,6 +324,48 @@ TEST(RedistributeTest, FsdpOverTpStepsStayInsideTheDpGroups) {
       run_nd("SS(0,2),S(0)", "R,S(0)", shape, mesh, 2, /*exact=*/false);
       run_nd("P(sum),S(0)", "SS(0,2),S(0)", shape, mesh, 2, /*exact=*/false);
     }
+  });
+}
+
+TEST(RedistributeTest, InterleavedBlockCountFindsInPlaceLayouts) {
+  using redistribute_internal::interleaved_block_count;
+  const std::vector<int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
+  // Shard: consecutive blocks, an empty one included.
+  EXPECT_EQ(interleaved_block_count({{0, 1, 2}, {3, 4, 5, 6, 7}, {}}, eight), 1);
+  // SS(0,2) on 2 ranks: each holds its run of both chunks.
+  EXPECT_EQ(interleaved_block_count({{0, 1, 4, 5}, {2, 3, 6, 7}}, eight), 2);
+  // Runs are counted from the first piece that holds something.
+  EXPECT_EQ(interleaved_block_count({{}, {0, 2}, {1, 3}}, {0, 1, 2, 3}), 2);
+  // Runs of unequal length (SS(0,2) of 7 rows) and orders no blocking gives.
+  EXPECT_EQ(interleaved_block_count({{0, 1, 4, 5}, {2, 3, 6}}, {0, 1, 2, 3, 4, 5, 6}),
+            std::nullopt);
+  EXPECT_EQ(interleaved_block_count({{1, 0}, {2, 3}}, {0, 1, 2, 3}), std::nullopt);
+  EXPECT_EQ(interleaved_block_count({{0, 1}, {2, 3}}, {0, 1, 2}), std::nullopt);
+}
+
+// A StridedShard's pieces are one run per chunk of the later split: P ->
+// SS reduce-scatters along a [chunks, ...] view of the dim (never an
+// all-reduce plus a slice) and SS -> R gathers along it, as long as every
+// rank's runs are equally long; otherwise all_reduce + slice and a reordered
+// gather, still exact.
+TEST(RedistributeTest, StridedShardPiecesMoveAsBlocks) {
+  for (int ranks : {2, 4}) {
+    run_ranks(ranks, [ranks](int) {
+      DeviceMesh line = init_device_mesh("local", {ranks});
+      const std::string scatter = "{ reduce_scatter_v:1 }";
+      EXPECT_EQ(run_nd("P(sum)", "SS(0,2)", Shape{8, 3}, line, 1, true), scatter);
+      EXPECT_EQ(run_nd("P(sum)", "SS(1,3)", Shape{2, 12}, line, 1, true), scatter);
+      EXPECT_EQ(run_nd("P(sum)", "SS(0,2)", Shape{7, 3}, line, 1, true), "{ all_reduce:1 }");
+      EXPECT_EQ(run_nd("SS(0,2)", "R", Shape{8, 3}, line, 1, true), "{ all_gather_v:1 }");
+      EXPECT_EQ(run_nd("SS(1,3)", "R", Shape{2, 12}, line, 1, true), "{ all_gather_v:1 }");
+      EXPECT_EQ(run_nd("SS(0,2)", "R", Shape{7, 3}, line, 1, true), "{ all_gather_v:1 }");
+    });
+  }
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    EXPECT_EQ(run_nd("P(sum),S(0)", "SS(0,2),S(0)", Shape{8, 4}, mesh, 1, true),
+              "{ reduce_scatter_v:1 }");
+    EXPECT_EQ(run_nd("SS(0,2),S(0)", "R,R", Shape{8, 4}, mesh, 2, true), "{ all_gather_v:2 }");
   });
 }
 

@@ -14,16 +14,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-// Row-major coordinate of `rank` in `mesh_shape`.
-Shape coordinate_of(int64_t rank, const Shape& mesh_shape) {
-  Shape coordinate(mesh_shape.size());
-  for (int64_t d = static_cast<int64_t>(mesh_shape.size()) - 1; d >= 0; --d) {
-    coordinate[d] = rank % mesh_shape[d];
-    rank /= mesh_shape[d];
-  }
-  return coordinate;
-}
-
 struct Expected {
   Shape shape;
   Shape offset;
@@ -33,8 +23,8 @@ void expect_layouts(const Shape& global, const Shape& mesh, const std::string& p
                     const std::vector<Expected>& by_rank) {
   for (size_t rank = 0; rank < by_rank.size(); ++rank) {
     SCOPED_TRACE(::testing::Message() << placements << " rank " << rank);
-    LocalLayout layout =
-        compute_local_layout(global, mesh, coordinate_of(rank, mesh), parse_placements(placements));
+    LocalLayout layout = compute_local_layout(global, mesh, grid_coordinate(rank, mesh),
+                                              parse_placements(placements));
     EXPECT_EQ(layout.local_shape, by_rank[rank].shape);
     EXPECT_EQ(layout.global_offset, by_rank[rank].offset);
   }
@@ -257,7 +247,7 @@ TEST(LayoutTest, RandomLayoutsMatchTorchChunk) {
       continue;
     }
     for (int64_t rank = 0; rank < c10::multiply_integers(mesh); ++rank) {
-      const Shape coordinate = coordinate_of(rank, mesh);
+      const Shape coordinate = grid_coordinate(rank, mesh);
       SCOPED_TRACE(::testing::Message()
                    << "global " << c10::IntArrayRef(global) << " mesh " << c10::IntArrayRef(mesh)
                    << " placements " << placements_to_string(placements) << " rank " << rank);

@@ -278,8 +278,9 @@ std::vector<Move> one_dim_moves() {
       {"S(0)", "IS(0,3)", 1, "all_to_all_v"},
       {"IS(0,3)", "S(1)", 1, "all_to_all_v"},
       {"S(1)", "IS(0,3)", 1, "all_to_all_v"},
-      // No reduce-scatter: IS does not split into ordered blocks.
-      {"P(sum)", "IS(0,3)", 1, "all_reduce"},
+      // IS claims no ordered blocks, yet its pieces are one equal run per
+      // block: the reduce-scatter runs along a [blocks, ...] view.
+      {"P(sum)", "IS(0,3)", 1, "reduce_scatter_v"},
       {"IS(0,3)", "IS(0,3)", 0, ""},
       {"IS(0,3)", "SS(0,2)", 1, "all_to_all_v"},
   };
@@ -307,7 +308,7 @@ TEST(InterleavedShardTest, RedistributeTwoDimMesh) {
       run_move({"R,S(1)", "IS(0,3),S(1)", 0, ""}, global, mesh, true);
       run_move({"IS(0,3),S(1)", "S(0),S(1)", 1, "all_to_all_v"}, global, mesh, true);
       run_move({"S(0),S(1)", "IS(0,3),S(1)", 1, "all_to_all_v"}, global, mesh, true);
-      run_move({"P(sum),S(1)", "IS(0,3),S(1)", 1, "all_reduce"}, global, mesh, true);
+      run_move({"P(sum),S(1)", "IS(0,3),S(1)", 1, "reduce_scatter_v"}, global, mesh, true);
       run_move({"R,R", "IS(0,3),S(1)", 0, ""}, global, mesh, true);
       // Two mesh dims change.
       run_move({"IS(0,3),S(1)", "R,R", 2, ""}, global, mesh, false);

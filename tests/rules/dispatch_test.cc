@@ -3,6 +3,7 @@
 // ATen calls on DTensors: the wrapper's metadata, mixing plain tensors,
 // missing rules and the modes, in-place and out= forms, the propagation
 // cache, and changing the rule registry at run time.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -496,6 +497,43 @@ TEST(DispatchTest, RuleForAnOpWithoutOneMakesItWork) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     DTENSOR_EXPECT_ERROR(at::cumsum(dist(a, mesh, "S(0)"), 1), "no sharding rule");
   });
+}
+
+// A rule with a local kernel lists only the rows its kernel computes (here
+// cumsum along dim 1 of rows split on dim 0); the op keeps the engine's
+// all-Replicate row for every other layout, and the kernel never runs it.
+TEST(DispatchTest, KernelRuleLeavesTheReplicatedRowToTheOp) {
+  RestoreRules restore("aten::cumsum");
+  std::atomic<int> kernel_runs{0};
+  OpRule rule;
+  rule.strategy = [](const OpCall& call, int64_t m) {
+    std::vector<ShardingRow> rows;
+    const PlacementPtr& p = call.placement(0, m);
+    if (p->split_dim() == 0 && call.argument(1).toInt() == 1) rows.push_back({{p}, {p}});
+    return rows;
+  };
+  rule.output_shapes = cumsum_rule().output_shapes;
+  rule.local_kernel = [&kernel_runs](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                     const LocalContext&) {
+    ++kernel_runs;
+    op.callBoxed(stack);
+  };
+  RuleRegistry::global().add("aten::cumsum", rule);
+  const at::Tensor a = iota({5, 7});
+  run_ranks(4, [&](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    EXPECT_DT(at::cumsum(dist(a, mesh, "S(0)"), 1), at::cumsum(a, 1), "S(0)");
+  });
+  EXPECT_EQ(kernel_runs.load(), 4);
+  run_ranks(4, [&](int) {
+    DeviceMesh line = init_device_mesh("local", {4});
+    EXPECT_DT(at::cumsum(dist(a, line, "S(1)"), 1), at::cumsum(a, 1), "R");
+    EXPECT_DT(at::cumsum(dist(a, line, "S(0)"), 0), at::cumsum(a, 0), "R");
+    // The kernel's row on one mesh dim and nothing of its own on the other.
+    DeviceMesh square = init_device_mesh("local", {2, 2});
+    EXPECT_DT(at::cumsum(dist(a, square, "S(0),S(1)"), 1), at::cumsum(a, 1), "R,R");
+  });
+  EXPECT_EQ(kernel_runs.load(), 4);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Copyright 2026 The dtensor Authors.
 //
 // A split -> Replicate: one all-gather-v of every member's piece along the
-// split dim, then one reorder when the pieces are not consecutive
-// (StridedShard, user placements). Covers Shard, StridedShard, Ragged (rows)
-// and any user placement that splits one dim.
+// split dim. Covers Shard, StridedShard, Ragged (rows) and any user
+// placement that splits one dim. Pieces that are consecutive blocks land in
+// place; pieces made of equal runs, one per block of the dim (StridedShard),
+// land in place too, gathered along a [blocks, ...] view of the dim; any
+// other order (user placements) costs one reorder after the gather.
 #include <ATen/ATen.h>
 
 #include "absl/container/flat_hash_map.h"
@@ -13,7 +15,9 @@
 namespace dtensor {
 namespace {
 
+using redistribute_internal::interleaved_block_count;
 using redistribute_internal::merged_lists;
+using redistribute_internal::split_into_blocks;
 
 // The local dim the source placement splits (rows for a Ragged), or -1.
 int64_t gathered_dim(const StepContext& step) {
@@ -23,8 +27,9 @@ int64_t gathered_dim(const StepContext& step) {
 // What a gather derives from its step alone.
 struct Gather {
   int64_t dim = 0;                    // of the local tensor
-  std::vector<int64_t> sizes;         // each member's extent along `dim`
-  std::vector<int64_t> output_shape;  // the local shape with every piece gathered
+  int64_t blocks = 1;                 // `dim` gathered as [blocks, rest]
+  std::vector<int64_t> sizes;         // each member's extent along `dim` per block
+  std::vector<int64_t> output_shape;  // every piece gathered, `dim` cut into blocks if > 1
   at::Tensor reorder;  // per target index, where the gather put it; undefined when in order
 };
 
@@ -42,20 +47,29 @@ at::Tensor reorder(const std::vector<int64_t>& gathered, const std::vector<int64
 Gather make_gather(const StepContext& step) {
   Gather gather;
   gather.dim = gathered_dim(step);
-  std::vector<int64_t> gathered_order;
+  std::vector<std::vector<int64_t>> pieces;
   for (int64_t p = 0; p < step.group_size(); ++p) {
-    const std::vector<int64_t>& piece = step.source_layout(p).global_indices()[gather.dim];
-    gather.sizes.push_back(static_cast<int64_t>(piece.size()));
-    gathered_order.insert(gathered_order.end(), piece.begin(), piece.end());
+    pieces.push_back(step.source_layout(p).global_indices()[gather.dim]);
   }
   const auto target =
       merged_lists(step.my_target_layout(), step.target().shape(), step.source_merged());
   for (const std::vector<int64_t>& list : target) {
     gather.output_shape.push_back(static_cast<int64_t>(list.size()));
   }
-  if (gathered_order != target[gather.dim]) {
-    gather.reorder = reorder(gathered_order, target[gather.dim], step.communicator()->device());
+  const std::vector<int64_t>& wanted = target[gather.dim];
+  if (const auto blocks = interleaved_block_count(pieces, wanted)) {
+    gather.blocks = *blocks;
+  } else {
+    std::vector<int64_t> gathered_order;
+    for (const std::vector<int64_t>& piece : pieces) {
+      gathered_order.insert(gathered_order.end(), piece.begin(), piece.end());
+    }
+    gather.reorder = reorder(gathered_order, wanted, step.communicator()->device());
   }
+  for (const std::vector<int64_t>& piece : pieces) {
+    gather.sizes.push_back(static_cast<int64_t>(piece.size()) / gather.blocks);
+  }
+  gather.output_shape = split_into_blocks(gather.output_shape, gather.dim, gather.blocks);
   return gather;
 }
 
@@ -73,12 +87,16 @@ class GatherToReplicate final : public Transition {
     return (n - 1) * step.my_target_layout().local_numel() * step.element_size() / n;
   }
 
-  // The pieces land in place along the gathered dim; only placements whose
-  // pieces are not consecutive (StridedShard, user placements) reorder.
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const Gather& gather = step.derived<Gather>([&] { return make_gather(step); });
     at::Tensor output = at::empty(gather.output_shape, local.options());
-    step.communicator()->all_gather_v(local, output, gather.sizes, gather.dim);
+    if (gather.blocks == 1) {
+      step.communicator()->all_gather_v(local, output, gather.sizes, gather.dim);
+    } else {
+      const at::Tensor blocked =
+          local.reshape(split_into_blocks(local.sizes().vec(), gather.dim, gather.blocks));
+      step.communicator()->all_gather_v(blocked, output, gather.sizes, gather.dim + 1);
+    }
     if (gather.reorder.defined()) output = output.index_select(gather.dim, gather.reorder);
     return output.reshape(step.my_target_layout().local_shape);
   }

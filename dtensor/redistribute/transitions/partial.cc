@@ -2,21 +2,31 @@
 //
 // Transitions out of and into Partial on one mesh dim:
 //  * Partial -> Replicate: one all-reduce.
-//  * Partial -> a split whose pieces are consecutive blocks of one dim in
-//    group order (Shard, Ragged): one reduce-scatter-v, never an all-reduce.
+//  * Partial -> a split of one dim whose pieces are consecutive blocks in
+//    group order (Shard, Ragged) or equal runs, one per block of the dim
+//    (StridedShard: the rank's part of each chunk): one reduce-scatter-v,
+//    never an all-reduce. Other splits take Partial -> Replicate -> split.
 //  * Replicate -> Partial (internal path only): no communication; exact,
 //    because every rank but coordinate 0 holds the op's identity (0 for sum
 //    and bxor, 1 for product) and idempotent ops (avg, max, min, band, bor)
 //    keep the value everywhere.
+#include <functional>
+#include <numeric>
+
 #include <ATen/ATen.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "dtensor/redistribute/index_exchange.h"
 #include "dtensor/redistribute/transition.h"
+#include "mesh/device_mesh.h"
 
 namespace dtensor {
 namespace {
 
+using redistribute_internal::interleaved_block_count;
 using redistribute_internal::merge_leading_dims;
+using redistribute_internal::merged_lists;
+using redistribute_internal::split_into_blocks;
 
 class PartialToReplicate final : public Transition {
  public:
@@ -39,29 +49,77 @@ class PartialToReplicate final : public Transition {
   }
 };
 
-// The local dim the target splits into consecutive blocks, or -1.
-int64_t block_dim(const StepContext& step) {
-  if (!step.target_placement().splits_into_ordered_blocks()) return -1;
+// The local dim the target splits (rows for a Ragged), or -1.
+int64_t scattered_dim(const StepContext& step) {
   return StepContext::local_split_dim(step.target_placement(), step.target_merged());
+}
+
+// How many blocks the group's pieces of `dim` interleave in (index_exchange.h):
+// each member's target indices, as positions in the source's list (which
+// every member shares: the step's mesh dims are Partial), cut into that
+// many equal runs, fill the list in order. A placement that claims ordered
+// blocks (Shard, Ragged) is taken at its word: its lists may be long.
+std::optional<int64_t> scatter_block_count(const StepContext& step, int64_t dim) {
+  if (step.target_placement().splits_into_ordered_blocks()) return 1;
+  const std::vector<int64_t> source =
+      merged_lists(step.my_source_layout(), step.source().shape(), step.target_merged())[dim];
+  absl::flat_hash_map<int64_t, int64_t> position;
+  for (size_t i = 0; i < source.size(); ++i) position.emplace(source[i], i);
+  std::vector<std::vector<int64_t>> pieces(step.group_size());
+  for (int64_t p = 0; p < step.group_size(); ++p) {
+    for (int64_t index : step.target_layout(p).global_indices()[dim]) {
+      const auto it = position.find(index);
+      if (it == position.end()) return std::nullopt;
+      pieces[p].push_back(it->second);
+    }
+  }
+  std::vector<int64_t> in_order(source.size());
+  std::iota(in_order.begin(), in_order.end(), 0);
+  return interleaved_block_count(pieces, in_order);
+}
+
+// Whether every group of the step (not only the calling rank's: plans are
+// made once for all ranks) reduce-scatters without reordering.
+bool every_group_scatters_in_blocks(const StepContext& step, int64_t dim) {
+  if (step.target_placement().splits_into_ordered_blocks()) return true;
+  std::vector<int64_t> groups = step.source().mesh().shape();
+  for (int64_t m : step.mesh_dims()) groups[m] = 1;
+  const int64_t count =
+      std::accumulate(groups.begin(), groups.end(), int64_t{1}, std::multiplies<>());
+  for (int64_t flat = 0; flat < count; ++flat) {
+    const StepContext group(step.source(), step.target(), step.mesh_dims(),
+                            grid_coordinate(flat, groups));
+    if (!scatter_block_count(group, dim)) return false;
+  }
+  return true;
 }
 
 // What a reduce-scatter derives from its step alone.
 struct Scatter {
-  int64_t dim = 0;                    // of the merged local tensor
-  std::vector<int64_t> rows;          // each member's block along `dim`
-  std::vector<int64_t> output_shape;  // this rank's block, `dim` moved first
+  int64_t dim = 0;  // of the merged local tensor, cut into blocks if > 1
+  int64_t blocks = 1;
+  std::vector<int64_t> rows;          // each member's run along `dim`
+  std::vector<int64_t> output_shape;  // this rank's runs, `dim` moved first
 };
 
 Scatter make_scatter(const StepContext& step, const at::Tensor& merged_local) {
   Scatter scatter;
-  scatter.dim = block_dim(step);
+  const int64_t dim = scattered_dim(step);
+  const std::optional<int64_t> blocks = scatter_block_count(step, dim);
+  DTENSOR_CHECK(blocks.has_value(),
+                "redistribute: internal: ", placements_to_string(step.target().placements()),
+                " was planned as a reduce-scatter but its pieces are not in blocks");
+  scatter.blocks = *blocks;
+  scatter.dim = scatter.blocks > 1 ? dim + 1 : dim;
   for (int64_t p = 0; p < step.group_size(); ++p) {
-    scatter.rows.push_back(
-        static_cast<int64_t>(step.target_layout(p).global_indices()[scatter.dim].size()));
+    const auto held = static_cast<int64_t>(step.target_layout(p).global_indices()[dim].size());
+    scatter.rows.push_back(held / scatter.blocks);
   }
-  const at::Tensor moved = merged_local.movedim(scatter.dim, 0);
-  scatter.output_shape.assign(moved.sizes().begin(), moved.sizes().end());
-  scatter.output_shape[0] = scatter.rows[step.group_rank()];
+  // The blocked local tensor's shape with `scatter.dim` moved first, then cut.
+  std::vector<int64_t> shape = split_into_blocks(merged_local.sizes().vec(), dim, scatter.blocks);
+  shape.erase(shape.begin() + scatter.dim);
+  shape.insert(shape.begin(), scatter.rows[step.group_rank()]);
+  scatter.output_shape = std::move(shape);
   return scatter;
 }
 
@@ -70,8 +128,12 @@ class PartialToBlocks final : public Transition {
   std::string_view collective() const override { return "reduce_scatter_v"; }
 
   bool applies(const StepContext& step) const override {
-    return step.source_placement().is_partial() && !step.target_placement().is_partial() &&
-           !step.target_placement().is_replicate() && block_dim(step) >= 0;
+    if (!step.source_placement().is_partial() || step.target_placement().is_partial() ||
+        step.target_placement().is_replicate()) {
+      return false;
+    }
+    const int64_t dim = scattered_dim(step);
+    return dim >= 0 && every_group_scatters_in_blocks(step, dim);
   }
 
   int64_t bytes(const StepContext& step) const override {
@@ -85,7 +147,11 @@ class PartialToBlocks final : public Transition {
                                            target.merged_leading_dims);
     const Scatter& scatter =
         step.derived<Scatter>([&] { return make_scatter(step, merged.local); });
-    at::Tensor input = merged.local.movedim(scatter.dim, 0).contiguous();
+    const at::Tensor blocked =
+        scatter.blocks == 1 ? merged.local
+                            : merged.local.reshape(split_into_blocks(
+                                  merged.local.sizes().vec(), scattered_dim(step), scatter.blocks));
+    at::Tensor input = blocked.movedim(scatter.dim, 0).contiguous();
     at::Tensor output = at::empty(scatter.output_shape, local.options());
     step.communicator()->reduce_scatter_v(input, output, scatter.rows,
                                           *step.source_placement().partial_op());
