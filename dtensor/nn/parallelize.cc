@@ -9,6 +9,7 @@
 
 #include "dtensor/base/check.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/redistribute/planner.h"
 #include "placements/replicate.h"
 
 namespace dtensor::nn {
@@ -76,6 +77,27 @@ void check_no_stale_references(const std::string& path, torch::nn::Module& modul
   }
 }
 
+// A gradient reaching `parameter` in another layout takes the parameter's
+// when that needs no communication: a replicated gradient of a sharded
+// parameter (what embedding_dense_backward gives a vocabulary-sharded
+// embedding) is sliced at once, so the full-size gradient does not outlive
+// the backward pass. Changes that communicate stay for whoever uses the
+// gradient (the optimizer's in-place update makes them).
+void keep_gradients_in_parameter_layout(const at::Tensor& parameter) {
+  if (!parameter.requires_grad()) return;
+  const DTensorSpec& spec = DTensor(parameter).spec();
+  parameter.register_hook([placements = spec.placements()](const at::Tensor& grad) {
+    if (!grad.defined() || !is_dtensor(grad)) return grad;
+    const DTensor gradient(grad);
+    const DTensorSpec& from = gradient.spec();
+    if (same_placements(from.placements(), placements) ||
+        plan_redistribute(from, placements).collectives() != 0) {
+      return grad;
+    }
+    return gradient.redistribute(placements).tensor();
+  });
+}
+
 }  // namespace
 
 void distribute_parameter(torch::nn::Module& module, const std::string& name,
@@ -86,6 +108,7 @@ void distribute_parameter(torch::nn::Module& module, const std::string& name,
                 is_dtensor(current) ? DTensor(current).spec().to_string() : "");
   at::Tensor laid_out = distribute_tensor(current, mesh, placements).tensor();
   replace_parameter(module, name, std::move(laid_out));
+  keep_gradients_in_parameter_layout(registered_parameter(module, name));
 }
 
 void distribute_module(torch::nn::Module& module, const DeviceMesh& mesh,

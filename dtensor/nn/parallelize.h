@@ -36,6 +36,13 @@
 //   mlp->forward(x).pow(2).mean().backward();           // grads: S(0), S(0), S(1), R
 //   adam.step();
 //
+// Gradients: a parameter's gradient takes the parameter's layout whenever
+// that needs no communication (a replicated gradient of a sharded parameter,
+// as a vocabulary-sharded Embedding gets, is sliced as it arrives); otherwise
+// it keeps the layout the backward ops gave it (e.g. Partial(sum) for a
+// replicated parameter used on sharded activations), and the optimizer's
+// in-place update redistributes it.
+//
 // With `use_local_output = false` on the first style, DTensors flow from one
 // module to the next, so a torch::nn::Sequential works unchanged between the
 // first input and the last output:

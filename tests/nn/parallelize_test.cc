@@ -341,9 +341,10 @@ Layouts with_embedding(Layout layout) {
 }
 
 // embedding_dense_backward has no strategy that splits the weight's rows
-// (rules/families/embedding_ops.cc), so a vocabulary-sharded embedding gets a
-// replicated gradient; the optimizers slice it where they meet the weight.
-const Layout kRowwiseEmbedding("S(0)", "R");
+// (rules/families/embedding_ops.cc), so a vocabulary-sharded embedding's
+// gradient is computed replicated; the parameter's hook slices it to S(0) as
+// it arrives (no communication), and it is stored in the weight's layout.
+const Layout kRowwiseEmbedding("S(0)");
 
 // Vocabulary-sharded embedding (a masked Partial all-reduced to Replicate),
 // then colwise and rowwise Linears, every output a plain tensor.
