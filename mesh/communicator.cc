@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include "mesh/communicator.h"
 
+#include <array>
 #include <mutex>
 #include <numeric>
 
@@ -152,13 +153,13 @@ void for_each_part(const at::Tensor& t, int64_t dim, const std::vector<int64_t>&
   }
 }
 
-// The parts of `t` along `dim`, each flattened, one after the other.
-at::Tensor pack_parts(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes) {
-  at::Tensor packed = at::empty({t.numel()}, t.options());
+// Writes the parts of `t` along `dim` into `packed`, each flattened, one
+// after the other.
+void pack_parts(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes,
+                at::Tensor& packed) {
   for_each_part(t, dim, sizes, [&](const at::Tensor& part, int64_t at) {
     packed.narrow(0, at, part.numel()).view(part.sizes()).copy_(part);
   });
-  return packed;
 }
 
 // The inverse of pack_parts: writes `packed`'s parts into `t` along `dim`.
@@ -167,6 +168,29 @@ void unpack_parts(const at::Tensor& packed, at::Tensor& t, int64_t dim,
   for_each_part(t, dim, sizes, [&](at::Tensor part, int64_t at) {
     part.copy_(packed.narrow(0, at, part.numel()).view(part.sizes()));
   });
+}
+
+// Staging buffers larger than this are not kept between calls.
+constexpr int64_t kMaxKeptStagingBytes = int64_t{64} << 20;
+
+// A flat buffer of `numel` elements for staging a collective's parts. On the
+// CPU it is kept per thread and slot and reused (grown when too small, up to
+// kMaxKeptStagingBytes): a fresh multi-MiB buffer page-faults on every call,
+// which cost MPI's S(1) -> R of 16 MiB 3.5x its gather (benchmarks/RESULTS.md).
+// Blocking CPU collectives are done with it when they return; CUDA buffers
+// come from the caching allocator and may still be in use on the stream, so
+// they are always new.
+at::Tensor staging_buffer(int slot, int64_t numel, const at::TensorOptions& options) {
+  const c10::ScalarType dtype = options.dtype().toScalarType();
+  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  if (!options.device().is_cpu() || bytes > kMaxKeptStagingBytes) {
+    return at::empty({numel}, options);
+  }
+  thread_local std::array<at::Tensor, 2> buffers;
+  at::Tensor& buffer = buffers.at(slot);
+  if (!buffer.defined() || buffer.numel() < bytes)
+    buffer = at::empty({bytes}, options.dtype(at::kByte));
+  return buffer.narrow(0, 0, bytes).view(dtype);
 }
 
 }  // namespace
@@ -323,7 +347,7 @@ void Communicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& ou
                                          const std::vector<int64_t>& sizes_per_rank, int64_t dim) {
   const std::vector<int64_t> numel = rows_to_numel(sizes_per_rank, slice_numel(output, dim));
   if (slices_are_consecutive(output, dim)) return do_all_gather_v(input, output, numel);
-  at::Tensor gathered = at::empty({output.numel()}, output.options());
+  at::Tensor gathered = staging_buffer(0, output.numel(), output.options());
   do_all_gather_v(input, gathered, numel);
   unpack_parts(gathered, output, dim, sizes_per_rank);
 }
@@ -332,10 +356,13 @@ void Communicator::do_all_to_all_v_along(const at::Tensor& input,
                                          const std::vector<int64_t>& send_sizes, int64_t send_dim,
                                          at::Tensor& output, const std::vector<int64_t>& recv_sizes,
                                          int64_t recv_dim) {
-  const at::Tensor packed =
-      slices_are_consecutive(input, send_dim) ? input : pack_parts(input, send_dim, send_sizes);
+  at::Tensor packed = input;
+  if (!slices_are_consecutive(input, send_dim)) {
+    packed = staging_buffer(0, input.numel(), input.options());
+    pack_parts(input, send_dim, send_sizes, packed);
+  }
   const bool direct = slices_are_consecutive(output, recv_dim);
-  at::Tensor received = direct ? output : at::empty({output.numel()}, output.options());
+  at::Tensor received = direct ? output : staging_buffer(1, output.numel(), output.options());
   do_all_to_all_v(packed, rows_to_numel(send_sizes, slice_numel(input, send_dim)), received,
                   rows_to_numel(recv_sizes, slice_numel(output, recv_dim)));
   if (!direct) unpack_parts(received, output, recv_dim, recv_sizes);

@@ -95,7 +95,9 @@ class Communicator {
   // other dims of input and output are equal. Gathering S(d) -> R this way
   // needs no transposes around the collective: backends that write strided
   // memory (local) copy each part straight into place, the others gather
-  // contiguously and copy each part once.
+  // contiguously and copy each part once. Their CPU staging buffers (here
+  // and in the along-dims all_to_all_v) up to 64 MiB are kept per thread and
+  // reused: a fresh one page-faults on every call.
   void all_gather_v(const at::Tensor& input, at::Tensor& output,
                     absl::Span<const int64_t> sizes_per_rank, int64_t dim);
 
