@@ -68,6 +68,9 @@
 //   --benchmark_min_time=0.05
 //   ... --benchmark_filter='^redistribute/S1_to_R/.*/1048576/'       # one case
 //   ... --benchmark_filter=-/268435456/                               # all but 256 MiB
+//   DTENSOR_SINGLE_RANK_COLLECTIVES=1 mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES \
+//     benchmarks/redistribute_bench --backend=nccl   # one GPU: a one-rank group would
+//                                                    # otherwise copy instead of communicating
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

@@ -135,7 +135,10 @@ if record configure cmake "${configure_args[@]}" \
   if [[ ${run_bench} == 1 ]]; then
     for bench in collective_bench redistribute_bench; do
       if [[ -x "${build_dir}/benchmarks/${bench}" ]]; then
-        record "${bench}_nccl" mpirun -np 1 "${build_dir}/benchmarks/${bench}" --backend=nccl \
+        # One rank: DTENSOR_SINGLE_RANK_COLLECTIVES=1 keeps redistribute's
+        # collectives (a one-rank group otherwise copies locally).
+        record "${bench}_nccl" mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES=1 \
+          "${build_dir}/benchmarks/${bench}" --backend=nccl \
           --benchmark_min_time=0.05s "--benchmark_out=${log_dir}/${bench}_nccl.json" \
           --benchmark_out_format=json || true
       else

@@ -95,6 +95,7 @@ bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, i
 
 // A group of one rank exchanges nothing, whatever the other mesh dims split.
 bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
+  if (single_rank_groups_communicate()) return false;
   for (int64_t m = first; m <= last; ++m) {
     if (mesh.size(m) != 1) return false;
   }

@@ -2,7 +2,9 @@
 #include "dtensor/redistribute/transition.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include "dtensor/base/check.h"
 
@@ -56,6 +58,14 @@ const LocalLayout& StepContext::target_layout(int64_t member) const {
         std::make_unique<LocalLayout>(target_.layout_at(member_coordinate(member)));
   }
   return *target_layouts_[member];
+}
+
+bool single_rank_groups_communicate() {
+  static const bool communicate = [] {
+    const char* value = std::getenv("DTENSOR_SINGLE_RANK_COLLECTIVES");
+    return value != nullptr && std::string_view(value) == "1";
+  }();
+  return communicate;
 }
 
 int64_t StepContext::element_size() const { return c10::elementSize(source_.dtype()); }

@@ -122,6 +122,13 @@ bool register_transition(std::unique_ptr<Transition> transition);
 // The first registered transition that applies to `step`, or nullptr.
 const Transition* find_transition(const StepContext& step);
 
+// Whether groups of one rank run their collectives like bigger groups,
+// instead of the local copy of transitions/single_rank_group.cc. Set by the
+// environment variable DTENSOR_SINGLE_RANK_COLLECTIVES=1 (read once), for
+// measuring redistribute's overhead above its collective on one GPU
+// (design.md section 6); results are the same either way.
+bool single_rank_groups_communicate();
+
 }  // namespace dtensor
 
 #define DTENSOR_REGISTER_TRANSITION(Type)                                   \

@@ -18,6 +18,7 @@
 #include "dtensor/redistribute/collective_counter.h"
 #include "dtensor/redistribute/index_exchange.h"
 #include "dtensor/redistribute/planner.h"
+#include "dtensor/redistribute/transition.h"
 #include "dtensor/spec.h"
 #include "mesh/device_mesh.h"
 #include "mesh/local_communicator.h"
@@ -294,6 +295,7 @@ TEST(RedistributeTest, ThreeDimMeshIssueCase) {
 // A mesh dim of size 1 changes placement without communicating: its one rank
 // holds the same elements either way (and a Partial of one term is the value).
 TEST(RedistributeTest, SingleRankMeshDimsChangeWithoutCollectives) {
+  if (single_rank_groups_communicate()) GTEST_SKIP() << "DTENSOR_SINGLE_RANK_COLLECTIVES=1";
   run_ranks(4, [](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {1, 4});
     for (const Shape& shape : {Shape{7, 5}, Shape{2, 9}}) {
@@ -307,6 +309,23 @@ TEST(RedistributeTest, SingleRankMeshDimsChangeWithoutCollectives) {
     DeviceMesh mesh = init_device_mesh("local", {1});
     run_nd("S(0)", "S(1)", Shape{7, 5}, mesh, 0, /*exact=*/true);
     run_nd("S(1)", "R", Shape{7, 5}, mesh, 0, /*exact=*/true);
+  });
+}
+
+// With DTENSOR_SINGLE_RANK_COLLECTIVES=1 (the CTest entry
+// unit_single_rank_collectives) a one-rank group runs its collective, as it
+// would on more ranks, with the same results.
+TEST(RedistributeTest, SingleRankGroupsCommunicateWhenAsked) {
+  if (!single_rank_groups_communicate()) GTEST_SKIP() << "needs DTENSOR_SINGLE_RANK_COLLECTIVES=1";
+  run_ranks(1, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {1});
+    EXPECT_EQ(run_nd("S(0)", "S(1)", Shape{7, 5}, mesh, 1, true), "{ all_to_all_v:1 }");
+    EXPECT_EQ(run_nd("S(1)", "R", Shape{7, 5}, mesh, 1, true), "{ all_gather_v:1 }");
+    EXPECT_EQ(run_nd("P(sum)", "R", Shape{7, 5}, mesh, 1, true), "{ all_reduce:1 }");
+  });
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {1, 4});
+    EXPECT_EQ(run_nd("S(0),S(1)", "R,S(1)", Shape{7, 5}, mesh, 1, true), "{ all_gather_v:1 }");
   });
 }
 

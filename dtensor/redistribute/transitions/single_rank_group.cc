@@ -4,7 +4,8 @@
 // mesh, a 1-rank mesh): that rank holds the same elements before and after,
 // and a Partial of one term is already the value, so nothing is
 // communicated. The elements are copied: a redistribute's result never
-// shares memory with its source.
+// shares memory with its source. DTENSOR_SINGLE_RANK_COLLECTIVES=1 turns
+// this off (transition.h).
 #include <ATen/ATen.h>
 
 #include "dtensor/redistribute/transition.h"
@@ -19,7 +20,7 @@ class SingleRankGroup final : public Transition {
   int priority() const override { return -100; }
 
   bool applies(const StepContext& step) const override {
-    if (step.group_size() != 1) return false;
+    if (step.group_size() != 1 || single_rank_groups_communicate()) return false;
     const LocalLayout& before = step.my_source_layout();
     const LocalLayout& after = step.my_target_layout();
     // Holds for every placement whose one-rank layout keeps everything (the
