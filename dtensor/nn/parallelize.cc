@@ -79,9 +79,9 @@ void check_no_stale_references(const std::string& path, torch::nn::Module& modul
 
 // A gradient reaching `parameter` in another layout takes the parameter's
 // when that needs no communication: a replicated gradient of a sharded
-// parameter (what embedding_dense_backward gives a vocabulary-sharded
-// embedding) is sliced at once, so the full-size gradient does not outlive
-// the backward pass. Changes that communicate stay for whoever uses the
+// parameter (a parameter some op gathered in the forward, a softmax over its
+// split dim, say) is sliced at once, so the full-size gradient does not
+// outlive the backward pass. Changes that communicate stay for whoever uses the
 // gradient (the optimizer's in-place update makes them).
 void keep_gradients_in_parameter_layout(const at::Tensor& parameter) {
   if (!parameter.requires_grad()) return;

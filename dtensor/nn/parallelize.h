@@ -37,8 +37,8 @@
 //   adam.step();
 //
 // Gradients: a parameter's gradient takes the parameter's layout whenever
-// that needs no communication (a replicated gradient of a sharded parameter,
-// as a vocabulary-sharded Embedding gets, is sliced as it arrives); otherwise
+// that needs no communication (a replicated gradient of a sharded parameter
+// that some op gathered is sliced as it arrives); otherwise
 // it keeps the layout the backward ops gave it (e.g. Partial(sum) for a
 // replicated parameter used on sharded activations), and the optimizer's
 // in-place update redistributes it.

@@ -8,8 +8,21 @@
 // each rank looks up the ids it owns, writes zeros for the others, and the
 // output is Partial(sum) — the "masked Partial". Split ids pass their split
 // to the output's matching dim.
-#include <ATen/ATen.h>
+//
+// The backward of a row-wise weight: embedding_dense_backward sees only the
+// gradient and the ids, so it cannot know that each rank needs only its own
+// rows. dtensor::embedding_backward_for_layout is the same op with the
+// weight's placements as an argument (DTensor's autograd calls it, see
+// dtensor/autograd/embedding_backward.cc): on the mesh dims that split the
+// weight's rows each rank computes its rows' gradient alone, laid out like
+// the weight, never the whole [vocab, dim] gradient.
+#include <algorithm>
 
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "dtensor/base/check.h"
+#include "placements/parse.h"
 #include "placements/partial.h"
 #include "placements/replicate.h"
 #include "rules/propagation.h"
@@ -74,8 +87,10 @@ std::vector<ShardingRow> embedding_backward_rows(const OpCall& call, int64_t m) 
   if (dim && *dim == grad_dims - 1 && g->fills_role(RuleRole::kPassThrough)) {
     if (PlacementPtr out = g->moved_to_dim(1)) rows.push_back({{g, Replicate::make()}, {out}});
   }
-  // Ids split like the gradient's batch dims: each rank adds its rows' terms.
-  if (dim && *dim < grad_dims - 1 && g->fills_role(RuleRole::kContraction)) {
+  // Ids split like the gradient's batch dims: each rank adds its rows' terms,
+  // unless each term is divided by its id's count over the WHOLE batch.
+  const bool scale_grad_by_freq = call.argument(4).toBool();
+  if (dim && *dim < grad_dims - 1 && g->fills_role(RuleRole::kContraction) && !scale_grad_by_freq) {
     if (PlacementPtr moved = move_for_role(*g, RuleRole::kContraction, *dim)) {
       rows.push_back({{g, moved}, {Partial::make(ReduceOp::kSum)}});
     }
@@ -84,7 +99,77 @@ std::vector<ShardingRow> embedding_backward_rows(const OpCall& call, int64_t m) 
   return rows;
 }
 
+// On plain tensors, the op is embedding_dense_backward (the weight's
+// placements matter only to DTensors).
+at::Tensor embedding_backward_for_layout(const at::Tensor& grad, const at::Tensor& indices,
+                                         int64_t num_weights, int64_t padding_idx,
+                                         bool scale_grad_by_freq, c10::string_view) {
+  return at::embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq);
+}
+
+// Whether the weight placement `p` splits the rows into blocks each rank can
+// compute the gradient of alone.
+bool splits_rows(const Placement& p) {
+  return split_dim_of(p) == 0 && p.merged_leading_dims() <= 1 && p.splits_into_ordered_blocks();
+}
+
+// (grad, indices, num_weights, padding_idx, scale_grad_by_freq, weight_placements)
+std::vector<ShardingRow> backward_for_layout_rows(const OpCall& call, int64_t m) {
+  const std::vector<PlacementPtr> weight = parse_placements(call.argument(5).toStringRef());
+  DTENSOR_CHECK(static_cast<int64_t>(weight.size()) == call.mesh().ndim(), call.op_name(),
+                ": expected the weight's placements for the ", call.mesh().ndim(),
+                " mesh dims, found ", weight.size());
+  if (splits_rows(*weight[m])) return {{{Replicate::make(), Replicate::make()}, {weight[m]}}};
+  std::vector<ShardingRow> rows = embedding_backward_rows(call, m);
+  rows.push_back(replicate_row(call));
+  return rows;
+}
+
+// The gradient of the rows the output's layout gives this rank: ids of other
+// rows go to one extra row (which also takes the padding when the padding id
+// is not ours), dropped afterwards; counts for scale_grad_by_freq stay exact.
+void backward_for_layout_kernel(const c10::OperatorHandle&, torch::jit::Stack& stack,
+                                const LocalContext& context) {
+  const at::Tensor grad = stack[0].toTensor();
+  const at::Tensor ids = stack[1].toTensor();
+  const int64_t num_weights = stack[2].toInt();
+  const int64_t padding_idx = stack[3].toInt();
+  const bool scale_grad_by_freq = stack[4].toBool();
+  const LocalLayout& layout =
+      context.propagation.output_spec(0, grad.scalar_type(), context.mesh)->local_layout();
+  const int64_t rows = layout.local_shape[0];
+  at::Tensor result;
+  if (rows == num_weights) {
+    result = at::embedding_dense_backward(grad, ids, num_weights, padding_idx, scale_grad_by_freq);
+  } else {
+    const int64_t first = rows == 0 ? 0 : layout.global_offset[0];
+    const bool owns_padding = padding_idx >= first && padding_idx < first + rows;
+    const at::Tensor outside = (ids < first).logical_or_(ids >= first + rows);
+    result =
+        at::embedding_dense_backward(grad, (ids - first).masked_fill_(outside, rows), rows + 1,
+                                     owns_padding ? padding_idx - first : rows, scale_grad_by_freq)
+            .narrow(0, 0, rows);
+  }
+  torch::jit::drop(stack, stack.size());
+  stack.push_back(std::move(result));
+}
+
 }  // namespace
+
+TORCH_LIBRARY(dtensor, m) {
+  m.def(
+      "embedding_backward_for_layout(Tensor grad, Tensor indices, int num_weights, "
+      "int padding_idx, bool scale_grad_by_freq, str weight_placements) -> Tensor");
+}
+
+// Not CompositeExplicitAutograd: that would also take the DTensor key, ahead
+// of the DTensor dispatcher.
+TORCH_LIBRARY_IMPL(dtensor, CPU, m) {
+  m.impl("embedding_backward_for_layout", TORCH_FN(embedding_backward_for_layout));
+}
+TORCH_LIBRARY_IMPL(dtensor, CUDA, m) {
+  m.impl("embedding_backward_for_layout", TORCH_FN(embedding_backward_for_layout));
+}
 
 DTENSOR_REGISTER_RULES(embedding) {
   OpRule forward;
@@ -103,6 +188,11 @@ DTENSOR_REGISTER_RULES(embedding) {
         {call.argument(2).toInt(), call.input(0).spec->shape().back()}};
   };
   add_to_existing(registry, {"aten::embedding_dense_backward"}, backward);
+  OpRule for_layout;
+  for_layout.strategy = backward_for_layout_rows;
+  for_layout.local_kernel = backward_for_layout_kernel;
+  for_layout.output_shapes = backward.output_shapes;
+  registry.add("dtensor::embedding_backward_for_layout", for_layout);
 }
 
 }  // namespace dtensor

@@ -340,10 +340,8 @@ Layouts with_embedding(Layout layout) {
   return layouts;
 }
 
-// embedding_dense_backward has no strategy that splits the weight's rows
-// (rules/families/embedding_ops.cc), so a vocabulary-sharded embedding's
-// gradient is computed replicated; the parameter's hook slices it to S(0) as
-// it arrives (no communication), and it is stored in the weight's layout.
+// A vocabulary-sharded embedding's gradient is computed row block by row
+// block (dtensor/autograd/embedding_backward.cc): S(0), like the weight.
 const Layout kRowwiseEmbedding("S(0)");
 
 // Vocabulary-sharded embedding (a masked Partial all-reduced to Replicate),

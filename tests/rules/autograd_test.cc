@@ -117,6 +117,55 @@ TEST(AutogradTest, EmbeddingNormsAndSoftmaxMatchOneDevice) {
   });
 }
 
+// A vocabulary-sharded embedding's gradient is computed shard by shard: each
+// rank computes and holds only its rows, laid out like the weight (uneven
+// rows, a padding id, scale_grad_by_freq); ids split over another mesh dim
+// add a pending sum over it, unless scale_grad_by_freq needs every id's
+// count over the whole batch.
+TEST(AutogradTest, VocabShardedEmbeddingGradientStaysSharded) {
+  const int64_t vocab = 11, hidden = 3;
+  const at::Tensor ids =
+      at::tensor({3, 10, 0, 7, 7, 1, 4, 9, 2, 5, 7, 4}, at::kLong).reshape({4, 3});
+  const at::Tensor init = at::arange(vocab * hidden, at::kFloat).sin().reshape({vocab, hidden});
+  const at::Tensor scale = at::arange(4 * 3 * hidden, at::kFloat).cos().reshape({4, 3, hidden});
+  struct Case {
+    std::vector<int64_t> mesh;
+    const char* weight;
+    const char* ids;
+    const char* grad;
+    const char* grad_by_frequency;  // counts need the whole batch: ids gathered
+  };
+  for (const Case& c : {Case{{4}, "S(0)", "R", "S(0)", "S(0)"},
+                        Case{{2, 2}, "R,S(0)", "S(0),R", "P(sum),S(0)", "R,S(0)"}}) {
+    for (const int64_t padding_idx : {int64_t{-1}, int64_t{4}}) {
+      for (const bool by_frequency : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << c.weight << " padding " << padding_idx
+                                          << " scale_grad_by_freq " << by_frequency);
+        const at::Tensor reference = init.clone().requires_grad_();
+        (at::embedding(reference, ids, padding_idx, by_frequency) * scale).sum().backward();
+        run_ranks(4, [&](int) {
+          const DeviceMesh mesh = init_device_mesh("local", c.mesh);
+          const DTensor weight =
+              distribute_tensor(init.clone().requires_grad_(), mesh, parse_placements(c.weight));
+          const at::Tensor dids = distribute_tensor(ids, mesh, parse_placements(c.ids)).tensor();
+          const at::Tensor dscale =
+              distribute_tensor(scale, mesh, parse_placements(c.ids)).tensor();
+          (at::embedding(weight.tensor(), dids, padding_idx, by_frequency) * dscale)
+              .sum()
+              .backward();
+          const DTensor grad(weight.tensor().grad());
+          EXPECT_EQ(placements_to_string(grad.placements()),
+                    by_frequency ? c.grad_by_frequency : c.grad);
+          EXPECT_EQ(grad.to_local().size(0), weight.to_local().size(0));
+          EXPECT_TRUE(at::allclose(grad.full_tensor(), reference.grad(), 1e-5, 1e-6))
+              << grad.full_tensor() << "\nvs\n"
+              << reference.grad();
+        });
+      }
+    }
+  }
+}
+
 TEST(AutogradTest, RedistributeBackwardReturnsToSourceLayout) {
   run_ranks(4, [](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
