@@ -16,8 +16,6 @@
 // dtensor/autograd/embedding_backward.cc): on the mesh dims that split the
 // weight's rows each rank computes its rows' gradient alone, laid out like
 // the weight, never the whole [vocab, dim] gradient.
-#include <algorithm>
-
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
