@@ -3,6 +3,8 @@
 // Replicate -> anything that splits (Shard, StridedShard, Ragged, user
 // placements): every needed element is already here, so keep them with a
 // local slice and no communication.
+#include <optional>
+
 #include <ATen/ATen.h>
 
 #include "dtensor/base/check.h"
@@ -33,6 +35,13 @@ class LocalSlice final : public Transition {
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const Slice& slice = step.derived<Slice>([&] { return make_slice(local, step); });
+    if (slice.box) {
+      // The common case (a Shard of Replicate), in two ops: small slices are
+      // all fixed cost.
+      at::Tensor kept = local;
+      for (const Narrow& n : *slice.box) kept = kept.narrow(n.dim, n.start, n.length);
+      return kept.clone(at::MemoryFormat::Contiguous);
+    }
     at::Tensor kept = gather_positions(local.reshape(slice.merged_shape), slice.positions);
     // A redistribute's result never shares memory with its source.
     if (kept.is_alias_of(local)) kept = kept.clone();
@@ -40,11 +49,32 @@ class LocalSlice final : public Transition {
   }
 
  private:
+  struct Narrow {
+    int64_t dim, start, length;
+  };
+
   // What a local slice derives from its step alone.
   struct Slice {
     std::vector<int64_t> merged_shape;  // the source with the target's dims merged into rows
     std::vector<std::vector<int64_t>> positions;  // per dim, in the source, in target order
+    // Set when no dims merge and every dim keeps one range: the narrows to take.
+    std::optional<std::vector<Narrow>> box;
   };
+
+  static std::optional<std::vector<Narrow>> box_of(
+      const std::vector<std::vector<int64_t>>& positions, c10::IntArrayRef sizes) {
+    std::vector<Narrow> narrows;
+    for (size_t d = 0; d < positions.size(); ++d) {
+      const std::vector<int64_t>& list = positions[d];
+      const auto length = static_cast<int64_t>(list.size());
+      const int64_t start = list.empty() ? 0 : list.front();
+      for (int64_t i = 1; i < length; ++i) {
+        if (list[i] != start + i) return std::nullopt;
+      }
+      if (length != sizes[d]) narrows.push_back({static_cast<int64_t>(d), start, length});
+    }
+    return narrows;
+  }
 
   static Slice make_slice(const at::Tensor& local, const StepContext& step) {
     const LocalLayout& target = step.my_target_layout();
@@ -55,7 +85,9 @@ class LocalSlice final : public Transition {
     DTENSOR_CHECK(positions.numel() == needed, "redistribute: internal: a local slice to ",
                   placements_to_string(step.target().placements()), " found ", positions.numel(),
                   " of the ", needed, " elements it needs");
-    return {merged.local.sizes().vec(), std::move(positions.wanted)};
+    Slice slice{merged.local.sizes().vec(), std::move(positions.wanted), std::nullopt};
+    if (merged.local.sizes() == local.sizes()) slice.box = box_of(slice.positions, local.sizes());
+    return slice;
   }
 };
 
