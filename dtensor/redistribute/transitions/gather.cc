@@ -98,7 +98,9 @@ class GatherToReplicate final : public Transition {
       step.communicator()->all_gather_v(blocked, output, gather.sizes, gather.dim + 1);
     }
     if (gather.reorder.defined()) output = output.index_select(gather.dim, gather.reorder);
-    return output.reshape(step.my_target_layout().local_shape);
+    const std::vector<int64_t>& shape = step.my_target_layout().local_shape;
+    // Skipped when it would be a no-op view: small redistributes are all fixed cost.
+    return output.sizes() == shape ? output : output.reshape(shape);
   }
 };
 

@@ -24,7 +24,6 @@ namespace dtensor {
 namespace {
 
 using redistribute_internal::interleaved_block_count;
-using redistribute_internal::merge_leading_dims;
 using redistribute_internal::merged_lists;
 using redistribute_internal::split_into_blocks;
 
@@ -143,18 +142,23 @@ class PartialToBlocks final : public Transition {
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const LocalLayout& target = step.my_target_layout();
-    const auto merged = merge_leading_dims(local, step.my_source_layout(), step.source().shape(),
-                                           target.merged_leading_dims);
-    const Scatter& scatter =
-        step.derived<Scatter>([&] { return make_scatter(step, merged.local); });
+    // The target's merged leading dims as rows; they are whole on every rank,
+    // so flattening is all it takes (no index lists on this per-call path).
+    const int64_t held_merged = step.my_source_layout().merged_leading_dims;
+    const at::Tensor merged = target.merged_leading_dims > held_merged
+                                  ? local.flatten(0, target.merged_leading_dims - held_merged)
+                                  : local;
+    const Scatter& scatter = step.derived<Scatter>([&] { return make_scatter(step, merged); });
     const at::Tensor blocked =
-        scatter.blocks == 1 ? merged.local
-                            : merged.local.reshape(split_into_blocks(
-                                  merged.local.sizes().vec(), scattered_dim(step), scatter.blocks));
-    at::Tensor input = blocked.movedim(scatter.dim, 0).contiguous();
+        scatter.blocks == 1 ? merged
+                            : merged.reshape(split_into_blocks(
+                                  merged.sizes().vec(), scattered_dim(step), scatter.blocks));
+    const at::Tensor input =
+        (scatter.dim == 0 ? blocked : blocked.movedim(scatter.dim, 0)).contiguous();
     at::Tensor output = at::empty(scatter.output_shape, local.options());
     step.communicator()->reduce_scatter_v(input, output, scatter.rows,
                                           *step.source_placement().partial_op());
+    if (scatter.dim == 0 && output.sizes() == target.local_shape) return output;
     return output.movedim(0, scatter.dim).contiguous().reshape(target.local_shape);
   }
 };
