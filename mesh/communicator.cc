@@ -162,12 +162,17 @@ void pack_parts(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& si
   });
 }
 
-// The inverse of pack_parts: writes `packed`'s parts into `t` along `dim`.
+// The inverse of pack_parts: writes `packed`'s parts into `t` along `dim`,
+// with one cat (one pass over the rows of every part, faster than a strided
+// copy per part).
 void unpack_parts(const at::Tensor& packed, at::Tensor& t, int64_t dim,
                   const std::vector<int64_t>& sizes) {
-  for_each_part(t, dim, sizes, [&](at::Tensor part, int64_t at) {
-    part.copy_(packed.narrow(0, at, part.numel()).view(part.sizes()));
+  std::vector<at::Tensor> parts;
+  parts.reserve(sizes.size());
+  for_each_part(t, dim, sizes, [&](const at::Tensor& place, int64_t at) {
+    parts.push_back(packed.narrow(0, at, place.numel()).view(place.sizes()));
   });
+  at::cat_out(t, parts, dim);
 }
 
 // Staging buffers larger than this are not kept between calls.
