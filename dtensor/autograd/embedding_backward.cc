@@ -29,15 +29,14 @@ struct EmbeddingBackward : torch::autograd::Node {
       return {at::embedding_backward(grads[0], ids, num_weights, padding_idx, scale_grad_by_freq,
                                      sparse)};
     }
-    static const auto for_layout =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("dtensor::embedding_backward_for_layout", "")
-            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool,
-                              c10::string_view)>();
+    static const c10::OperatorHandle for_layout = c10::Dispatcher::singleton().findSchemaOrThrow(
+        "dtensor::embedding_backward_for_layout", "");
+    torch::jit::Stack stack{grads[0],         ids, num_weights, padding_idx, scale_grad_by_freq,
+                            weight_placements};
     // The op has no autograd formula of its own: not twice differentiable.
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return {for_layout.call(grads[0], ids, num_weights, padding_idx, scale_grad_by_freq,
-                            weight_placements)};
+    for_layout.callBoxed(&stack);
+    return {stack.back().toTensor()};
   }
   std::string name() const override { return "dtensor::EmbeddingBackward"; }
   void release_variables() override { indices.reset_data(); }

@@ -98,11 +98,17 @@ std::vector<ShardingRow> embedding_backward_rows(const OpCall& call, int64_t m) 
 }
 
 // On plain tensors, the op is embedding_dense_backward (the weight's
-// placements matter only to DTensors).
-at::Tensor embedding_backward_for_layout(const at::Tensor& grad, const at::Tensor& indices,
-                                         int64_t num_weights, int64_t padding_idx,
-                                         bool scale_grad_by_freq, c10::string_view) {
-  return at::embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq);
+// placements matter only to DTensors). Boxed: no C++ string type to spell,
+// which differs between libtorch versions.
+void embedding_backward_for_layout(const c10::OperatorHandle&, c10::DispatchKeySet,
+                                   torch::jit::Stack* stack) {
+  constexpr size_t kArguments = 6;
+  const size_t first = stack->size() - kArguments;
+  at::Tensor result = at::embedding_dense_backward(
+      (*stack)[first].toTensor(), (*stack)[first + 1].toTensor(), (*stack)[first + 2].toInt(),
+      (*stack)[first + 3].toInt(), (*stack)[first + 4].toBool());
+  torch::jit::drop(*stack, kArguments);
+  stack->push_back(std::move(result));
 }
 
 // Whether the weight placement `p` splits the rows into blocks each rank can
@@ -163,10 +169,12 @@ TORCH_LIBRARY(dtensor, m) {
 // Not CompositeExplicitAutograd: that would also take the DTensor key, ahead
 // of the DTensor dispatcher.
 TORCH_LIBRARY_IMPL(dtensor, CPU, m) {
-  m.impl("embedding_backward_for_layout", TORCH_FN(embedding_backward_for_layout));
+  m.impl("embedding_backward_for_layout",
+         torch::CppFunction::makeFromBoxedFunction<&embedding_backward_for_layout>());
 }
 TORCH_LIBRARY_IMPL(dtensor, CUDA, m) {
-  m.impl("embedding_backward_for_layout", TORCH_FN(embedding_backward_for_layout));
+  m.impl("embedding_backward_for_layout",
+         torch::CppFunction::makeFromBoxedFunction<&embedding_backward_for_layout>());
 }
 
 DTENSOR_REGISTER_RULES(embedding) {
