@@ -1,8 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 #include "dtensor/spec.h"
 
-#include <functional>
-#include <numeric>
 #include <sstream>
 
 #include "absl/base/call_once.h"
@@ -66,14 +64,11 @@ const std::vector<int64_t>& DTensorSpec::min_local_sizes() const {
       }
     }
     std::vector<int64_t>& sizes = min_local_sizes_->sizes;
-    const int64_t count = std::accumulate(splitting_extents.begin(), splitting_extents.end(),
-                                          int64_t{1}, std::multiplies<>());
-    for (int64_t flat = 0; flat < count; ++flat) {
-      const std::vector<int64_t> local =
-          layout_at(grid_coordinate(flat, splitting_extents)).local_shape;
-      if (flat == 0) sizes = local;
+    for_each_grid_coordinate(splitting_extents, [&](const std::vector<int64_t>& coordinate) {
+      const std::vector<int64_t> local = layout_at(coordinate).local_shape;
+      if (sizes.empty()) sizes = local;
       for (size_t d = 0; d < sizes.size(); ++d) sizes[d] = std::min(sizes[d], local[d]);
-    }
+    });
   });
   return min_local_sizes_->sizes;
 }

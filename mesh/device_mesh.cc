@@ -335,6 +335,12 @@ std::vector<int64_t> grid_coordinate(int64_t flat, const std::vector<int64_t>& s
   return coordinate;
 }
 
+void for_each_grid_coordinate(const std::vector<int64_t>& shape,
+                              const std::function<void(const std::vector<int64_t>&)>& visit) {
+  const int64_t count = product(shape);
+  for (int64_t flat = 0; flat < count; ++flat) visit(grid_coordinate(flat, shape));
+}
+
 int64_t grid_position(const std::vector<int64_t>& coordinate, const std::vector<int64_t>& shape) {
   int64_t flat = 0;
   for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + coordinate[d];

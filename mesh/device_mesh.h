@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -126,6 +127,10 @@ class DeviceMesh {
 // DeviceMesh lays its ranks out this way.
 std::vector<int64_t> grid_coordinate(int64_t flat, const std::vector<int64_t>& shape);
 int64_t grid_position(const std::vector<int64_t>& coordinate, const std::vector<int64_t>& shape);
+// Calls `visit(coordinate)` for every coordinate of a grid of `shape`, in
+// row-major order.
+void for_each_grid_coordinate(const std::vector<int64_t>& shape,
+                              const std::function<void(const std::vector<int64_t>&)>& visit);
 
 // Builds a mesh of `shape` over the whole world of `backend` ("local" inside
 // run_ranks, "mpi", "nccl"); the product of `shape` must be the world size.

@@ -82,6 +82,20 @@ SharedPositions shared_positions(const std::vector<std::vector<int64_t>>& held_l
   return shared;
 }
 
+std::optional<std::vector<Narrow>> box_of(const std::vector<std::vector<int64_t>>& positions,
+                                          c10::IntArrayRef sizes) {
+  std::vector<Narrow> narrows;
+  for (size_t d = 0; d < positions.size(); ++d) {
+    const std::vector<int64_t>& list = positions[d];
+    if (!is_range(list)) return std::nullopt;
+    const auto length = static_cast<int64_t>(list.size());
+    if (length != sizes[d]) {
+      narrows.push_back({static_cast<int64_t>(d), list.empty() ? 0 : list.front(), length});
+    }
+  }
+  return narrows;
+}
+
 at::Tensor gather_positions(const at::Tensor& local,
                             const std::vector<std::vector<int64_t>>& positions) {
   at::Tensor out = local;

@@ -26,6 +26,16 @@ struct SharedPositions {
 SharedPositions shared_positions(const std::vector<std::vector<int64_t>>& held_lists,
                                  const std::vector<std::vector<int64_t>>& wanted_lists);
 
+// One dim's range of a box-shaped slice.
+struct Narrow {
+  int64_t dim, start, length;
+};
+// The narrows that take the product of `positions` from a tensor of `sizes`
+// when every dim's positions are one ascending range (full dims need none);
+// nullopt otherwise.
+std::optional<std::vector<Narrow>> box_of(const std::vector<std::vector<int64_t>>& positions,
+                                          c10::IntArrayRef sizes);
+
 // The elements of `local` at the product of `positions`, flattened.
 at::Tensor gather_positions(const at::Tensor& local,
                             const std::vector<std::vector<int64_t>>& positions);

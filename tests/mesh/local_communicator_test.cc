@@ -23,6 +23,20 @@ TEST_P(LocalCollectivesTest, EveryCollectiveIsExact) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LocalCollectivesTest, ::testing::Range(1, 9));
 
+// The in-place gather (each rank's input is its own slot of the output)
+// copies part by part; the other gathers write every part with one cat.
+TEST(LocalCommunicatorTest, InPlaceAllGatherKeepsEveryPart) {
+  run_ranks(4, [](int rank) {
+    auto world = local_world();
+    at::Tensor output = at::full({8, 3}, -1.0f);
+    output.narrow(0, 2 * rank, 2).fill_(rank);
+    world->all_gather(output.narrow(0, 2 * rank, 2), output);
+    const at::Tensor expected =
+        at::arange(4, at::kFloat).repeat_interleave(2).unsqueeze(1).expand({8, 3});
+    EXPECT_TRUE(at::equal(output, expected)) << output;
+  });
+}
+
 TEST(LocalCommunicatorTest, WorldIsTheRegisteredLocalBackend) {
   run_ranks(3, [](int rank) {
     auto world = make_world_communicator("local");

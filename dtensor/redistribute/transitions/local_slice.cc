@@ -14,9 +14,11 @@
 namespace dtensor {
 namespace {
 
+using redistribute_internal::box_of;
 using redistribute_internal::gather_positions;
 using redistribute_internal::merge_leading_dims;
 using redistribute_internal::MergedLocal;
+using redistribute_internal::Narrow;
 using redistribute_internal::shared_positions;
 using redistribute_internal::SharedPositions;
 
@@ -49,10 +51,6 @@ class LocalSlice final : public Transition {
   }
 
  private:
-  struct Narrow {
-    int64_t dim, start, length;
-  };
-
   // What a local slice derives from its step alone.
   struct Slice {
     std::vector<int64_t> merged_shape;  // the source with the target's dims merged into rows
@@ -60,21 +58,6 @@ class LocalSlice final : public Transition {
     // Set when no dims merge and every dim keeps one range: the narrows to take.
     std::optional<std::vector<Narrow>> box;
   };
-
-  static std::optional<std::vector<Narrow>> box_of(
-      const std::vector<std::vector<int64_t>>& positions, c10::IntArrayRef sizes) {
-    std::vector<Narrow> narrows;
-    for (size_t d = 0; d < positions.size(); ++d) {
-      const std::vector<int64_t>& list = positions[d];
-      const auto length = static_cast<int64_t>(list.size());
-      const int64_t start = list.empty() ? 0 : list.front();
-      for (int64_t i = 1; i < length; ++i) {
-        if (list[i] != start + i) return std::nullopt;
-      }
-      if (length != sizes[d]) narrows.push_back({static_cast<int64_t>(d), start, length});
-    }
-    return narrows;
-  }
 
   static Slice make_slice(const at::Tensor& local, const StepContext& step) {
     const LocalLayout& target = step.my_target_layout();

@@ -10,7 +10,6 @@
 //    because every rank but coordinate 0 holds the op's identity (0 for sum
 //    and bxor, 1 for product) and idempotent ops (avg, max, min, band, bor)
 //    keep the value everywhere.
-#include <functional>
 #include <numeric>
 
 #include <ATen/ATen.h>
@@ -80,23 +79,21 @@ std::optional<int64_t> scatter_block_count(const StepContext& step, int64_t dim)
 // Whether every group of the step (not only the calling rank's: plans are
 // made once for all ranks) reduce-scatters without reordering.
 bool every_group_scatters_in_blocks(const StepContext& step, int64_t dim) {
-  if (step.target_placement().splits_into_ordered_blocks()) return true;
   std::vector<int64_t> groups = step.source().mesh().shape();
   for (int64_t m : step.mesh_dims()) groups[m] = 1;
-  const int64_t count =
-      std::accumulate(groups.begin(), groups.end(), int64_t{1}, std::multiplies<>());
-  for (int64_t flat = 0; flat < count; ++flat) {
-    const StepContext group(step.source(), step.target(), step.mesh_dims(),
-                            grid_coordinate(flat, groups));
-    if (!scatter_block_count(group, dim)) return false;
-  }
-  return true;
+  bool all = true;
+  for_each_grid_coordinate(groups, [&](const std::vector<int64_t>& coordinate) {
+    const StepContext group(step.source(), step.target(), step.mesh_dims(), coordinate);
+    all = all && scatter_block_count(group, dim).has_value();
+  });
+  return all;
 }
 
 // What a reduce-scatter derives from its step alone.
 struct Scatter {
-  int64_t dim = 0;  // of the merged local tensor, cut into blocks if > 1
-  int64_t blocks = 1;
+  int64_t cut_dim = 0;  // the merged local tensor's dim the target splits
+  int64_t blocks = 1;   // cut_dim is scattered as [blocks, rest]
+  int64_t dim = 0;      // the dim the collective scatters: cut_dim, or cut_dim + 1 when blocked
   std::vector<int64_t> rows;          // each member's run along `dim`
   std::vector<int64_t> output_shape;  // this rank's runs, `dim` moved first
 };
@@ -104,6 +101,7 @@ struct Scatter {
 Scatter make_scatter(const StepContext& step, const at::Tensor& merged_local) {
   Scatter scatter;
   const int64_t dim = scattered_dim(step);
+  scatter.cut_dim = dim;
   const std::optional<int64_t> blocks = scatter_block_count(step, dim);
   DTENSOR_CHECK(blocks.has_value(),
                 "redistribute: internal: ", placements_to_string(step.target().placements()),
@@ -149,10 +147,10 @@ class PartialToBlocks final : public Transition {
                                   ? local.flatten(0, target.merged_leading_dims - held_merged)
                                   : local;
     const Scatter& scatter = step.derived<Scatter>([&] { return make_scatter(step, merged); });
-    const at::Tensor blocked =
-        scatter.blocks == 1 ? merged
-                            : merged.reshape(split_into_blocks(
-                                  merged.sizes().vec(), scattered_dim(step), scatter.blocks));
+    const at::Tensor blocked = scatter.blocks == 1
+                                   ? merged
+                                   : merged.reshape(split_into_blocks(
+                                         merged.sizes().vec(), scatter.cut_dim, scatter.blocks));
     const at::Tensor input =
         (scatter.dim == 0 ? blocked : blocked.movedim(scatter.dim, 0)).contiguous();
     at::Tensor output = at::empty(scatter.output_shape, local.options());
