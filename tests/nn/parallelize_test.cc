@@ -453,6 +453,31 @@ TEST(ParallelizeTest, ParametersAreReplacedInPlaceWithRequiresGrad) {
   });
 }
 
+// sum's backward expands the (replicated) gradient, so a sharded tensor
+// summed gets a replicated gradient; a distributed parameter's hook slices it
+// to the parameter's layout as it arrives (no communication needed).
+TEST(ParallelizeTest, ReplicatedGradientOfAShardedParameterIsSliced) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor init = at::arange(8, at::kFloat);
+    const DTensor plain =
+        distribute_tensor(init.clone().requires_grad_(), mesh, parse_placements("S(0)"));
+    (plain.tensor().sum() * 3).backward();
+    EXPECT_EQ(placements_of(plain.tensor().grad()), "R");
+
+    torch::nn::Module module;
+    module.register_parameter("w", init.clone());
+    distribute_module(module, mesh,
+                      [](const std::string&, torch::nn::Module& m, const DeviceMesh& on) {
+                        distribute_parameter(m, "w", on, {Shard::make(0)});
+                      });
+    const at::Tensor w = module.named_parameters()["w"];
+    (w.sum() * 3).backward();
+    EXPECT_EQ(placements_of(w.grad()), "S(0)");
+    EXPECT_TRUE(at::equal(DTensor(w.grad()).full_tensor(), at::full({8}, 3.0f)));
+  });
+}
+
 // Errors, each thrown alike on every rank before any collective.
 
 TEST(ParallelizeErrorTest, UnknownPathListsTheModulePaths) {
