@@ -4,6 +4,7 @@
 #include <array>
 #include <mutex>
 #include <numeric>
+#include <optional>
 
 #include <ATen/ATen.h>
 
@@ -33,6 +34,10 @@ class ArgumentChecker {
     DTENSOR_CHECK(t.is_contiguous(), call_, ": ", name,
                   ": expected a contiguous tensor, found strides ", t.strides(), " for sizes ",
                   t.sizes());
+    device(t, name);
+  }
+
+  void device(const at::Tensor& t, const char* name) const {
     const c10::Device want = comm_.device();
     const bool same_device = want.is_cpu() ? t.device().is_cpu()
                                            : (t.device().type() == want.type() &&
@@ -69,6 +74,26 @@ class ArgumentChecker {
     for (size_t r = 0; r < counts.size(); ++r) {
       DTENSOR_CHECK(counts[r] >= 0, call_, ": ", name, "[", r,
                     "]: expected a non-negative row count, found ", counts[r]);
+    }
+  }
+
+  // One defined tensor per rank, each on the backend's device (any strides).
+  void parts(absl::Span<const at::Tensor> parts, const char* name) const {
+    DTENSOR_CHECK(static_cast<int64_t>(parts.size()) == comm_.size(), call_, ": ", name,
+                  ": expected one tensor per rank (", comm_.size(), "), found ", parts.size());
+    for (size_t r = 0; r < parts.size(); ++r) {
+      DTENSOR_CHECK(parts[r].defined(), call_, ": ", name, "[", r,
+                    "]: expected a defined tensor, found undefined");
+      device(parts[r], name);
+    }
+  }
+
+  void part_dtypes(absl::Span<const at::Tensor> parts, const char* name,
+                   const at::Tensor& first_sent) const {
+    for (size_t r = 0; r < parts.size(); ++r) {
+      DTENSOR_CHECK(parts[r].scalar_type() == first_sent.scalar_type(), call_, ": ", name, "[", r,
+                    "]: expected dtype ", first_sent.scalar_type(),
+                    " (that of send_parts[0]), found ", parts[r].scalar_type());
     }
   }
 
@@ -130,15 +155,6 @@ int64_t slice_numel(const at::Tensor& t, int64_t dim) {
   int64_t numel = 1;
   for (int64_t d = 0; d < t.dim(); ++d) numel *= d == dim ? 1 : t.size(d);
   return numel;
-}
-
-// Consecutive slices along `dim` of a contiguous tensor are consecutive
-// memory exactly when no dim before `dim` has more than one index.
-bool slices_are_consecutive(const at::Tensor& t, int64_t dim) {
-  for (int64_t d = 0; d < dim; ++d) {
-    if (t.size(d) != 1) return false;
-  }
-  return true;
 }
 
 // Calls `fn(part, element_offset)` for the consecutive parts of
@@ -305,6 +321,23 @@ void Communicator::all_to_all_v(const at::Tensor& input, absl::Span<const int64_
                         {recv_sizes.begin(), recv_sizes.end()}, recv_dim);
 }
 
+void Communicator::exchange(absl::Span<const at::Tensor> send_parts,
+                            absl::Span<const at::Tensor> recv_parts) {
+  ArgumentChecker check(*this, "exchange");
+  check.parts(send_parts, "send_parts");
+  check.parts(recv_parts, "recv_parts");
+  check.part_dtypes(send_parts, "send_parts", send_parts[0]);
+  check.part_dtypes(recv_parts, "recv_parts", send_parts[0]);
+  do_exchange({send_parts.begin(), send_parts.end()}, {recv_parts.begin(), recv_parts.end()});
+}
+
+bool Communicator::slices_are_consecutive(const at::Tensor& t, int64_t dim) {
+  for (int64_t d = 0; d < dim; ++d) {
+    if (t.size(d) != 1) return false;
+  }
+  return true;
+}
+
 void Communicator::broadcast(at::Tensor& tensor, int root) {
   ArgumentChecker check(*this, "broadcast");
   check.tensor(tensor, "tensor");
@@ -371,6 +404,55 @@ void Communicator::do_all_to_all_v_along(const at::Tensor& input,
   do_all_to_all_v(packed, rows_to_numel(send_sizes, slice_numel(input, send_dim)), received,
                   rows_to_numel(recv_sizes, slice_numel(output, recv_dim)));
   if (!direct) unpack_parts(received, output, recv_dim, recv_sizes);
+}
+
+namespace {
+
+std::vector<int64_t> numel_of(const std::vector<at::Tensor>& parts) {
+  std::vector<int64_t> numel;
+  numel.reserve(parts.size());
+  for (const at::Tensor& part : parts) numel.push_back(part.numel());
+  return numel;
+}
+
+// The flat view of an exchange side's only non-empty part when it is
+// contiguous (a permutation-like exchange: nothing to pack); nullopt otherwise.
+std::optional<at::Tensor> only_contiguous_part(const std::vector<at::Tensor>& parts) {
+  std::optional<at::Tensor> only;
+  for (const at::Tensor& part : parts) {
+    if (part.numel() == 0) continue;
+    if (only || !part.is_contiguous()) return std::nullopt;
+    only = part.view({-1});
+  }
+  return only;
+}
+
+}  // namespace
+
+void Communicator::do_exchange(const std::vector<at::Tensor>& send_parts,
+                               const std::vector<at::Tensor>& recv_parts) {
+  const std::vector<int64_t> send_numel = numel_of(send_parts);
+  const std::vector<int64_t> recv_numel = numel_of(recv_parts);
+  const at::TensorOptions options = send_parts[0].options();
+  std::optional<at::Tensor> packed = only_contiguous_part(send_parts);
+  if (!packed) {
+    packed = staging_buffer(0, sum_of(send_numel), options);
+    int64_t at = 0;
+    for (const at::Tensor& part : send_parts) {
+      packed->narrow(0, at, part.numel()).view(part.sizes()).copy_(part);
+      at += part.numel();
+    }
+  }
+  std::optional<at::Tensor> received = only_contiguous_part(recv_parts);
+  const bool direct = received.has_value();
+  if (!direct) received = staging_buffer(1, sum_of(recv_numel), options);
+  do_all_to_all_v(*packed, send_numel, *received, recv_numel);
+  if (direct) return;
+  int64_t at = 0;
+  for (const at::Tensor& part : recv_parts) {
+    part.copy_(received->narrow(0, at, part.numel()).view(part.sizes()));
+    at += part.numel();
+  }
 }
 
 namespace {

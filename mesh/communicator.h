@@ -133,6 +133,18 @@ class Communicator {
   void all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_sizes, int64_t send_dim,
                     at::Tensor& output, absl::Span<const int64_t> recv_sizes, int64_t recv_dim);
 
+  // The most general exchange: rank q sends `send_parts[p]` to rank p, which
+  // receives it into its `recv_parts[q]`. Parts may be empty, strided views
+  // (of a local shard, say) and, on the sending side, the same memory for
+  // several ranks; receiving parts must not overlap each other or any sent
+  // part. What rank q sends rank p has the shape of rank p's recv_parts[q]
+  // (the local backend checks this; the others need the element counts to
+  // agree, as all_to_all_v does). For moving pieces that are not consecutive
+  // slices of one tensor without packing them where the backend writes
+  // strided memory (local); elsewhere each part not alone in its message
+  // direction is packed or unpacked once.
+  void exchange(absl::Span<const at::Tensor> send_parts, absl::Span<const at::Tensor> recv_parts);
+
   // Copies `tensor` of rank `root` into `tensor` of every rank.
   void broadcast(at::Tensor& tensor, int root);
 
@@ -189,6 +201,14 @@ class Communicator {
                                      const std::vector<int64_t>& send_sizes, int64_t send_dim,
                                      at::Tensor& output, const std::vector<int64_t>& recv_sizes,
                                      int64_t recv_dim);
+  // Whether consecutive slices of contiguous `t` along `dim` are consecutive
+  // memory (no dim before `dim` has more than one index).
+  static bool slices_are_consecutive(const at::Tensor& t, int64_t dim);
+
+  // The default runs do_all_to_all_v on one packed buffer each way; a side
+  // with a single non-empty contiguous part uses that part as its buffer.
+  virtual void do_exchange(const std::vector<at::Tensor>& send_parts,
+                           const std::vector<at::Tensor>& recv_parts);
 };
 
 // The world communicator of a registered backend ("local", "mpi", "nccl").

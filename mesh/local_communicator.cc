@@ -114,6 +114,8 @@ struct PostedCall {
   int64_t send_dim = -1;  // all_gather_along: the gathered dim; all_to_all_along: the cut ones
   int64_t recv_dim = -1;
   std::vector<int64_t> output_shape;  // *_along calls
+  std::vector<at::Tensor> send_parts;  // exchange: the part for each rank
+  std::vector<at::Tensor> recv_parts;  // exchange: the place for each rank's part
   at::Tensor partial_result;          // all_reduce: the chunk this rank reduced
   int color = -1;
   int key = 0;
@@ -434,6 +436,17 @@ class LocalCommunicator final : public Communicator {
     });
   }
 
+  // Each peer's part is copied from wherever it lies straight into place.
+  void do_exchange(const std::vector<at::Tensor>& send_parts,
+                   const std::vector<at::Tensor>& recv_parts) override {
+    PostedCall call = make_call("exchange", send_parts[0]);
+    call.send_parts = send_parts;
+    call.recv_parts = recv_parts;
+    run(std::move(call), [&](const std::vector<PostedCall>& posted) {
+      for (int q = 0; q < size(); ++q) recv_parts[q].copy_(posted[q].send_parts[rank_]);
+    });
+  }
+
   void do_broadcast(at::Tensor& tensor, int root) override {
     PostedCall call = make_call("broadcast", tensor);
     call.root = root;
@@ -553,6 +566,20 @@ class LocalCommunicator final : public Communicator {
     }
     if (first.call == "all_to_all") check_messages_match(posted);
     if (first.call == "all_to_all_along") check_parts_match(posted);
+    if (first.call == "exchange") check_exchanged_shapes(posted);
+  }
+
+  void check_exchanged_shapes(const std::vector<PostedCall>& posted) const {
+    for (int q = 0; q < size(); ++q) {
+      for (int p = 0; p < size(); ++p) {
+        const at::Tensor& sent = posted[q].send_parts[p];
+        const at::Tensor& place = posted[p].recv_parts[q];
+        const bool both_empty = sent.numel() == 0 && place.numel() == 0;
+        DTENSOR_CHECK(both_empty || sent.sizes() == place.sizes(), "local backend: exchange: rank ",
+                      q, " sends rank ", p, " a part of shape ", sent.sizes(),
+                      ", which expects shape ", place.sizes());
+      }
+    }
   }
 
   void check_messages_match(const std::vector<PostedCall>& posted) const {

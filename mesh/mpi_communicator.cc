@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include <ATen/core/Tensor.h>
+#include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -39,6 +41,59 @@ std::string mpi_error_string(int code) {
 void check_mpi(int code, const char* call) {
   DTENSOR_CHECK(code == MPI_SUCCESS, call, ": expected MPI_SUCCESS, found error ", code, " (",
                 mpi_error_string(code), ")");
+}
+
+// An MPI datatype for one tensor part's elements where they lie, whatever
+// its strides: the contiguous innermost run as bytes, then one hvector per
+// outer dim. Freed with the object.
+class PartType {
+ public:
+  explicit PartType(const at::Tensor& part) {
+    const int64_t element = part.element_size();
+    int64_t run = element;  // bytes of the contiguous innermost run
+    int64_t d = part.dim() - 1;
+    for (; d >= 0 && (part.size(d) == 1 || part.stride(d) * element == run); --d) {
+      run *= part.size(d);
+    }
+    check_mpi(
+        MPI_Type_contiguous(to_mpi_count(run, "MPI_Type_contiguous", "bytes"), MPI_BYTE, &type_),
+        "MPI_Type_contiguous");
+    for (; d >= 0; --d) {
+      if (part.size(d) == 1) continue;
+      MPI_Datatype outer = MPI_DATATYPE_NULL;
+      check_mpi(
+          MPI_Type_create_hvector(to_mpi_count(part.size(d), "MPI_Type_create_hvector", "slices"),
+                                  1, part.stride(d) * element, type_, &outer),
+          "MPI_Type_create_hvector");
+      MPI_Type_free(&type_);
+      type_ = outer;
+    }
+    check_mpi(MPI_Type_commit(&type_), "MPI_Type_commit");
+  }
+  PartType(PartType&& other) noexcept : type_(std::exchange(other.type_, MPI_DATATYPE_NULL)) {}
+  PartType(const PartType&) = delete;
+  PartType& operator=(const PartType&) = delete;
+  PartType& operator=(PartType&&) = delete;
+  ~PartType() {
+    if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
+  }
+  MPI_Datatype type() const { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+// The consecutive slices of `t` along `dim`, `sizes[p]` for rank p.
+std::vector<at::Tensor> slices_of(const at::Tensor& t, int64_t dim,
+                                  const std::vector<int64_t>& sizes) {
+  std::vector<at::Tensor> slices;
+  slices.reserve(sizes.size());
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    slices.push_back(t.narrow(dim, offset, size));
+    offset += size;
+  }
+  return slices;
 }
 
 bool mpi_finalized() {
@@ -285,7 +340,9 @@ MpiCommunicator::MpiCommunicator(Adopt, MPI_Comm comm) : comm_(comm) {
 MpiCommunicator::~MpiCommunicator() {
   // After MPI_Finalize every handle is gone already, and MPI may not be
   // called; a destructor has no way to report a failed free anyway.
-  if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
+  if (mpi_finalized()) return;
+  if (exchange_comm_ != MPI_COMM_NULL) MPI_Comm_free(&exchange_comm_);
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 std::shared_ptr<MpiCommunicator> MpiCommunicator::world() {
@@ -377,6 +434,62 @@ void MpiCommunicator::do_all_to_all_v(const at::Tensor& input,
                           output.data_ptr(), recv.counts.data(), recv.displacements.data(),
                           MPI_BYTE, comm_),
             "MPI_Alltoallv");
+}
+
+// One message per peer, each read from or written to its part where the
+// part lies (strided parts through a derived datatype): no pack, no unpack.
+void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
+                                  const std::vector<at::Tensor>& recv_parts) {
+  if (exchange_comm_ == MPI_COMM_NULL) {
+    check_mpi(MPI_Comm_dup(comm_, &exchange_comm_), "MPI_Comm_dup");
+  }
+  std::vector<MPI_Request> requests;
+  std::vector<PartType> types;
+  types.reserve(2 * size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || recv_parts[p].numel() == 0) continue;
+    types.emplace_back(recv_parts[p]);
+    requests.emplace_back();
+    check_mpi(MPI_Irecv(recv_parts[p].data_ptr(), 1, types.back().type(), p, 0, exchange_comm_,
+                        &requests.back()),
+              "MPI_Irecv");
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || send_parts[p].numel() == 0) continue;
+    types.emplace_back(send_parts[p]);
+    requests.emplace_back();
+    check_mpi(MPI_Isend(send_parts[p].data_ptr(), 1, types.back().type(), p, 0, exchange_comm_,
+                        &requests.back()),
+              "MPI_Isend");
+  }
+  if (send_parts[rank_].numel() > 0) recv_parts[rank_].copy_(send_parts[rank_]);
+  check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+            "MPI_Waitall");
+}
+
+// The slices travel as parts of one exchange (strided ones in place), so
+// the S(0) -> S(1) re-shard sends straight from its input
+// (benchmarks/RESULTS.md, session 6). Always: whether slices are
+// consecutive depends on each rank's shapes, and every rank must take the
+// same path.
+void MpiCommunicator::do_all_to_all_v_along(const at::Tensor& input,
+                                            const std::vector<int64_t>& send_sizes,
+                                            int64_t send_dim, at::Tensor& output,
+                                            const std::vector<int64_t>& recv_sizes,
+                                            int64_t recv_dim) {
+  do_exchange(slices_of(input, send_dim, send_sizes), slices_of(output, recv_dim, recv_sizes));
+}
+
+// S(1) -> R: every rank's part goes straight into its strided place.
+void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                                            const std::vector<int64_t>& sizes_per_rank,
+                                            int64_t dim) {
+  // The output's shape is the same on every rank, so they all choose alike.
+  if (slices_are_consecutive(output, dim)) {
+    return Communicator::do_all_gather_v_along(input, output, sizes_per_rank,
+                                               dim);  // one MPI_Allgatherv
+  }
+  do_exchange(std::vector<at::Tensor>(size_, input), slices_of(output, dim, sizes_per_rank));
 }
 
 void MpiCommunicator::do_broadcast(at::Tensor& tensor, int root) {

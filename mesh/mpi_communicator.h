@@ -6,6 +6,9 @@
 // An `MpiCommunicator` runs every collective of `Communicator` as the native
 // MPI collective (MPI_Allreduce, MPI_Allgatherv, MPI_Reduce_scatter_block,
 // MPI_Alltoallv, ...) straight on the tensors' memory, with no staging copy.
+// Parts that are not consecutive memory (the along-dim forms, `exchange`)
+// travel as point-to-point messages whose derived datatypes describe the
+// parts' strides, so MPI reads and writes them in place: no pack, no unpack.
 // Start the program under `mpirun` and take the world communicator:
 //
 //   auto world = dtensor::MpiCommunicator::world();  // or make_world_communicator("mpi")
@@ -97,6 +100,13 @@ class MpiCommunicator final : public Communicator {
   void do_all_to_all(const at::Tensor& input, at::Tensor& output) override;
   void do_all_to_all_v(const at::Tensor& input, const std::vector<int64_t>& send_numel,
                        at::Tensor& output, const std::vector<int64_t>& recv_numel) override;
+  void do_exchange(const std::vector<at::Tensor>& send_parts,
+                   const std::vector<at::Tensor>& recv_parts) override;
+  void do_all_to_all_v_along(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
+                             int64_t send_dim, at::Tensor& output,
+                             const std::vector<int64_t>& recv_sizes, int64_t recv_dim) override;
+  void do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                             const std::vector<int64_t>& sizes_per_rank, int64_t dim) override;
   void do_broadcast(at::Tensor& tensor, int root) override;
   void do_scatter(const at::Tensor& input, at::Tensor& output, int root) override;
   void do_send(const at::Tensor& tensor, int peer, int tag) override;
@@ -113,6 +123,9 @@ class MpiCommunicator final : public Communicator {
   void finish_average(at::Tensor& tensor, ReduceOp op) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // A duplicate of comm_ for exchange's point-to-point messages, so they
+  // never match a user's send/recv; made by the first exchange.
+  MPI_Comm exchange_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 0;
 };

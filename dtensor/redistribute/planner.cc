@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include "dtensor/redistribute/planner.h"
 
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <queue>
@@ -93,6 +94,67 @@ bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, i
   return true;
 }
 
+// The indices of each dim that both lists of lists hold.
+std::vector<std::vector<int64_t>> common_indices(const std::vector<std::vector<int64_t>>& a,
+                                                 const std::vector<std::vector<int64_t>>& b) {
+  std::vector<std::vector<int64_t>> common(a.size());
+  for (size_t d = 0; d < a.size(); ++d) {
+    const std::set<int64_t> in_b(b[d].begin(), b[d].end());
+    for (int64_t index : a[d]) {
+      if (in_b.count(index)) common[d].push_back(index);
+    }
+  }
+  return common;
+}
+
+int64_t product_of_sizes(const std::vector<std::vector<int64_t>>& lists) {
+  int64_t n = 1;
+  for (const std::vector<int64_t>& list : lists) n *= static_cast<int64_t>(list.size());
+  return n;
+}
+
+// Whether, for a cross step from `from` to `to` over the group of mesh dims
+// [first, last], every rank's group holds each element the rank needs
+// exactly once: then one exchange inside the group makes the whole change.
+// [R, S(0)] -> [S(0), R] on (2,2) is one: each rank needs the rows that one
+// member of its mesh-dim-1 group holds. Checks every rank (rank 0 first,
+// where most candidates fail), so every rank plans alike. Index lists are
+// products over dims, so the pieces two members hold overlap exactly when
+// their common indices overlap in every dim.
+bool group_covers_exactly(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
+                          int64_t last) {
+  const std::vector<int64_t>& mesh_shape = from.mesh().shape();
+  const std::vector<int64_t> group_shape(mesh_shape.begin() + first, mesh_shape.begin() + last + 1);
+  std::map<int64_t, LocalLayout> held;  // by flat rank, made on first use
+  for (int64_t rank = 0; rank < from.mesh().size(); ++rank) {
+    std::vector<int64_t> coordinate = grid_coordinate(rank, mesh_shape);
+    const LocalLayout wanted = to.layout_at(coordinate);
+    if (wanted.merged_leading_dims > 1) return false;
+    std::vector<std::vector<std::vector<int64_t>>> pieces;
+    int64_t covered = 0;
+    bool merged = false;
+    for_each_grid_coordinate(group_shape, [&](const std::vector<int64_t>& member) {
+      std::copy(member.begin(), member.end(), coordinate.begin() + first);
+      const int64_t flat = grid_position(coordinate, mesh_shape);
+      auto it = held.find(flat);
+      if (it == held.end()) it = held.emplace(flat, from.layout_at(coordinate)).first;
+      merged = merged || it->second.merged_leading_dims > 1;
+      pieces.push_back(common_indices(it->second.global_indices(), wanted.global_indices()));
+      covered += product_of_sizes(pieces.back());
+    });
+    if (merged || covered != wanted.local_numel()) return false;
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      for (size_t q = p + 1; q < pieces.size(); ++q) {
+        if (product_of_sizes(pieces[p]) > 0 && product_of_sizes(pieces[q]) > 0 &&
+            product_of_sizes(common_indices(pieces[p], pieces[q])) > 0) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
 // A group of one rank exchanges nothing, whatever the other mesh dims split.
 bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
   if (single_rank_groups_communicate()) return false;
@@ -102,9 +164,12 @@ bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
   return true;
 }
 
-double step_cost(const Transition& transition, int64_t bytes, const CollectiveCosts& costs) {
+double step_cost(const Transition& transition, const StepContext& context, int64_t bytes,
+                 const CollectiveCosts& costs) {
   if (!transition.communicates()) return costs.local_step_us + bytes / (costs.bytes_per_us * 10);
-  const double factor = transition.collective() == "all_to_all_v" ? costs.all_to_all_factor : 1.0;
+  const bool many_to_many =
+      transition.collective() == "all_to_all_v" && transition.peers(context) > 1;
+  const double factor = many_to_many ? costs.all_to_all_factor : 1.0;
   return costs.latency_us + factor * bytes / costs.bytes_per_us;
 }
 
@@ -181,43 +246,105 @@ class Planner {
           if (!local && !touched) continue;
           Placements next = state;
           for (int64_t m = first; m <= last; ++m) next[m] = to;
-          std::optional<PlannedStep> step =
-              make_step(from, std::move(next), first, last, local ? std::nullopt : touched);
-          if (step) steps.push_back(std::move(*step));
+          DTensorSpecPtr after = spec_with(*from, std::move(next));
+          if (!after) continue;
+          // Passed no structural group-locality rule: check exactly that the
+          // groups hold what they need of the one touched tensor dim.
+          const auto stays_in_groups = [&] {
+            return local || groups_hold_their_targets(*from, *after, first, last, *touched);
+          };
+          if (std::optional<PlannedStep> step =
+                  make_step(from, after, first, last, stays_in_groups)) {
+            steps.push_back(std::move(*step));
+          }
         }
       }
     }
+    add_cross_steps(from, steps);
     return steps;
   }
 
-  // `check_dim`: the step passed no structural group-locality rule, so check
-  // exactly that its groups hold what they need of that tensor dim.
-  std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, Placements next, int64_t first,
-                                       int64_t last, std::optional<int64_t> check_dim) {
+  // Steps straight to the target over one group of adjacent mesh dims that
+  // change placements outside the group, or not alike inside it (see
+  // group_covers_exactly). They let a change of two mesh dims that moves
+  // data inside one of them be one exchange, instead of a gather and a slice
+  // that together move and copy more.
+  void add_cross_steps(const DTensorSpecPtr& from, std::vector<PlannedStep>& steps) {
+    const Placements& state = from->placements();
+    const Placements& goal = target_.placements();
+    const auto ndim = static_cast<int64_t>(state.size());
     DTensorSpecPtr after;
+    for (int64_t first = 0; first < ndim; ++first) {
+      for (int64_t last = first; last < ndim; ++last) {
+        if (is_ordinary_step(state, goal, first, last)) continue;
+        if (!after) after = std::make_shared<const DTensorSpec>(target_);
+        const auto covered = [&] { return group_covers_exactly(*from, *after, first, last); };
+        if (std::optional<PlannedStep> step = make_step(from, after, first, last, covered)) {
+          steps.push_back(std::move(*step));
+        }
+      }
+    }
+  }
+
+  // Whether going from `state` to `goal` changes nothing outside [first,
+  // last] and all of it alike (the search's ordinary edges), or nothing.
+  static bool is_ordinary_step(const Placements& state, const Placements& goal, int64_t first,
+                               int64_t last) {
+    for (int64_t m = 0; m < static_cast<int64_t>(state.size()); ++m) {
+      const bool in_group = m >= first && m <= last;
+      if (!in_group && *state[m] != *goal[m]) return false;
+      if (in_group && (*state[m] != *state[first] || *goal[m] != *goal[first])) return false;
+    }
+    return true;
+  }
+
+  // `from` with `placements`, or nullptr when that is not a valid layout
+  // (e.g. it splits a dim merged into rows).
+  static DTensorSpecPtr spec_with(const DTensorSpec& from, Placements placements) {
     try {
-      after = std::make_shared<const DTensorSpec>(from->with_placements(std::move(next)));
+      return std::make_shared<const DTensorSpec>(from.with_placements(std::move(placements)));
     } catch (const Error&) {
-      return std::nullopt;  // not a valid layout (e.g. splits a dim merged into rows)
+      return nullptr;
     }
-    if (check_dim && !groups_hold_their_targets(*from, *after, first, last, *check_dim)) {
-      return std::nullopt;
-    }
+  }
+
+  // The step on mesh dims [first, last] from `from` to `after`, when a
+  // transition applies and `exchanges_inside_groups()` (checked only then:
+  // it is the costly part) confirms the group holds what it needs.
+  std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, DTensorSpecPtr after,
+                                       int64_t first, int64_t last,
+                                       const std::function<bool()>& exchanges_inside_groups) {
     std::vector<int64_t> dims;
     for (int64_t m = first; m <= last; ++m) dims.push_back(m);
     // Seen from coordinate 0: applicability and cost must not depend on which
     // rank plans, or ranks would run different collectives.
     StepContext context(*from, *after, dims, std::vector<int64_t>(from->mesh().ndim(), 0));
     const Transition* transition = find_transition(context);
-    if (transition == nullptr) return std::nullopt;
+    if (transition == nullptr || !exchanges_inside_groups()) return std::nullopt;
     PlannedStep step;
     step.mesh_dims = std::move(dims);
     step.before = from;
     step.after = std::move(after);
     step.transition = transition;
     step.bytes = transition->bytes(context);
-    step.cost = step_cost(*transition, step.bytes, collective_costs(from->mesh()));
+    step.cost = context.changes_only_group_dims()
+                    ? step_cost(*transition, context, step.bytes, collective_costs(from->mesh()))
+                    : busiest_rank_cost(*transition, *from, *step.after, step.mesh_dims);
     return step;
+  }
+
+  // A cross step's cost, seen from the rank that sends most: coordinate 0 is
+  // often the one that keeps its piece ([R,S(0)] -> [S(0),R] on the
+  // diagonal) and would make the step look free.
+  static double busiest_rank_cost(const Transition& transition, const DTensorSpec& from,
+                                  const DTensorSpec& after, const std::vector<int64_t>& dims) {
+    double cost = 0;
+    const CollectiveCosts costs = collective_costs(from.mesh());
+    for (int64_t rank = 0; rank < from.mesh().size(); ++rank) {
+      const StepContext context(from, after, dims, grid_coordinate(rank, from.mesh().shape()));
+      cost = std::max(cost, step_cost(transition, context, transition.bytes(context), costs));
+    }
+    return cost;
   }
 
   RedistributePlan reconstruct(const std::string& goal) {

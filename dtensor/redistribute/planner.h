@@ -10,8 +10,12 @@
 // latency plus the bytes it moves (all-to-all weighted higher). An edge exists
 // only where the step is local to its group: no mesh dim to the right of the
 // changing ones splits a tensor dim that the change touches (so [S(0),S(0)] ->
-// [R,R] gathers the inner mesh dim first). Plans are cached per (source spec,
-// target placements) on each rank, and every plan can be printed.
+// [R,R] gathers the inner mesh dim first). A cross step goes straight to the
+// target over one run of mesh dims while others change too, when each
+// rank's group there holds exactly what the rank needs: [R,S(0)] -> [S(0),R]
+// is one exchange inside the mesh-dim-1 groups (half the bytes of a gather,
+// and no slice). Plans are cached per (source spec, target placements) on
+// each rank, and every plan can be printed.
 //
 //   const dtensor::RedistributePlan& plan = dtensor::plan_redistribute(source, target);
 //   std::cout << plan.to_string();
@@ -31,7 +35,7 @@ struct PlannedStep {
   DTensorSpecPtr before;
   DTensorSpecPtr after;
   const Transition* transition = nullptr;
-  int64_t bytes = 0;  // what the calling rank sends (copies, for local steps)
+  int64_t bytes = 0;  // what rank 0 sends (copies, for local steps)
   double cost = 0;    // estimated microseconds
   // The calling rank's view of the step, made on first execution and kept:
   // plans are per rank, and the context caches member layouts and the

@@ -21,6 +21,15 @@ StepContext::StepContext(const DTensorSpec& source, const DTensorSpec& target,
     group_rank_ = group_rank_ * mesh.size(dim) + base_coordinate_[dim];
     group_size_ *= mesh.size(dim);
   }
+  const std::vector<PlacementPtr>& before = source_.placements();
+  const std::vector<PlacementPtr>& after = target_.placements();
+  for (int64_t m = 0; m < mesh.ndim(); ++m) {
+    const bool in_group = std::find(mesh_dims_.begin(), mesh_dims_.end(), m) != mesh_dims_.end();
+    const bool as_expected =
+        in_group ? *before[m] == source_placement() && *after[m] == target_placement()
+                 : *before[m] == *after[m];
+    changes_only_group_dims_ = changes_only_group_dims_ && as_expected;
+  }
   source_layouts_.resize(group_size_);
   target_layouts_.resize(group_size_);
 }
@@ -113,6 +122,7 @@ bool register_transition(std::unique_ptr<Transition> transition) {
 
 const Transition* find_transition(const StepContext& step) {
   for (const std::unique_ptr<Transition>& transition : registered_transitions()) {
+    if (!step.changes_only_group_dims() && !transition->reads_layouts_only()) continue;
     if (transition->applies(step)) return transition.get();
   }
   return nullptr;

@@ -45,6 +45,9 @@ class StepContext {
   const DTensorSpec& source() const { return source_; }
   const DTensorSpec& target() const { return target_; }
   const std::vector<int64_t>& mesh_dims() const { return mesh_dims_; }
+  // False for a cross step: the placements also change outside mesh_dims, or
+  // not alike on them. Only transitions that read layouts alone serve those.
+  bool changes_only_group_dims() const { return changes_only_group_dims_; }
   // The placement the changing mesh dims have before and after.
   const Placement& source_placement() const { return *source_.placements()[mesh_dims_[0]]; }
   const Placement& target_placement() const { return *target_.placements()[mesh_dims_[0]]; }
@@ -91,6 +94,7 @@ class StepContext {
   std::vector<int64_t> mesh_dims_;
   std::vector<int64_t> base_coordinate_;
   bool is_calling_rank_ = true;
+  bool changes_only_group_dims_ = true;
   int64_t group_size_ = 1;
   int64_t group_rank_ = 0;
   mutable std::shared_ptr<Communicator> communicator_;
@@ -109,6 +113,13 @@ class Transition {
   virtual bool applies(const StepContext& step) const = 0;
   // Bytes the calling rank sends (for "local": bytes it copies).
   virtual int64_t bytes(const StepContext& step) const = 0;
+  // Group members the calling rank sends to: the planner weighs an
+  // all-to-all's bytes higher only when they go to more than one peer.
+  virtual int64_t peers(const StepContext& step) const { return step.group_size() - 1; }
+  // Whether run() needs nothing but the members' layouts (no assumption that
+  // only the group's mesh dims change, or change alike), so it may serve the
+  // planner's cross steps, which also change mesh dims outside the group.
+  virtual bool reads_layouts_only() const { return false; }
   // The calling rank's target local tensor (contiguous) from its source one.
   virtual at::Tensor run(const at::Tensor& local, const StepContext& step) const = 0;
 
@@ -119,7 +130,8 @@ class Transition {
 const std::vector<std::unique_ptr<Transition>>& registered_transitions();
 bool register_transition(std::unique_ptr<Transition> transition);
 
-// The first registered transition that applies to `step`, or nullptr.
+// The first registered transition that applies to `step` (and reads layouts
+// only, for a cross step), or nullptr.
 const Transition* find_transition(const StepContext& step);
 
 // Whether groups of one rank run their collectives like bigger groups,

@@ -286,7 +286,10 @@ PlanSummary summarize(const dtensor::RedistributePlan& plan) {
     s.src = dtensor::placements_to_string(step.before->placements());
     s.dst = dtensor::placements_to_string(step.after->placements());
     s.collective = step.transition != nullptr ? std::string(step.transition->collective()) : "?";
-    s.bytes = s.max_bytes = step.bytes;
+    // The plan holds rank 0's bytes (every rank plans alike); this rank's
+    // own come from its view of the step.
+    const dtensor::StepContext mine(*step.before, *step.after, step.mesh_dims);
+    s.bytes = s.max_bytes = step.transition != nullptr ? step.transition->bytes(mine) : step.bytes;
     s.cost_us = step.cost;
     summary.steps.push_back(std::move(s));
   }

@@ -384,7 +384,37 @@ TEST(RedistributeTest, StridedShardPiecesMoveAsBlocks) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     EXPECT_EQ(run_nd("P(sum),S(0)", "SS(0,2),S(0)", Shape{8, 4}, mesh, 1, true),
               "{ reduce_scatter_v:1 }");
-    EXPECT_EQ(run_nd("SS(0,2),S(0)", "R,R", Shape{8, 4}, mesh, 2, true), "{ all_gather_v:2 }");
+    // Large enough that two gathers beat one exchange of every piece with
+    // every rank (which small tensors take: one latency instead of two).
+    EXPECT_EQ(run_nd("SS(0,2),S(0)", "R,R", Shape{1024, 256}, mesh, 2, true), "{ all_gather_v:2 }");
+    EXPECT_EQ(run_nd("SS(0,2),S(0)", "R,R", Shape{8, 4}, mesh, 1, true), "{ all_to_all_v:1 }");
+  });
+}
+
+// A change of two mesh dims whose data moves inside one of them is one
+// exchange in that dim's groups (a cross step), not a gather and a slice:
+// [R,S(0)] -> [S(0),R] sends each rank the rows one member of its mesh-dim-1
+// group holds; [S(0),S(1)] -> [S(1),S(0)] is one exchange over the mesh.
+// Uneven and empty shards included; a Partial is never moved by one.
+TEST(RedistributeTest, CrossStepsExchangeInsideOneMeshDim) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    for (const Shape& shape : {Shape{8, 4}, Shape{7, 5}, Shape{3, 2}, Shape{1, 3}}) {
+      EXPECT_EQ(run_nd("R,S(0)", "S(0),R", shape, mesh, 1, true), "{ all_to_all_v:1 }");
+      EXPECT_EQ(run_nd("S(0),S(1)", "S(1),S(0)", shape, mesh, 1, true), "{ all_to_all_v:1 }");
+      run_nd("P(sum),S(0)", "S(0),R", shape, mesh, 2, /*exact=*/false);
+      run_nd("S(0),P(max)", "R,S(1)", shape, mesh, 2, /*exact=*/false);
+    }
+    DTensorSpec source(mesh, parse_placements("R,S(0)"), Shape{8, 4}, at::kFloat);
+    const RedistributePlan& plan = plan_redistribute(source, parse_placements("S(0),R"));
+    ASSERT_EQ(plan.steps.size(), 1u) << plan.to_string();
+    EXPECT_EQ(plan.steps[0].mesh_dims, std::vector<int64_t>{1}) << plan.to_string();
+  });
+  run_ranks(8, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 4});
+    for (const Shape& shape : {Shape{8, 3}, Shape{9, 2}}) {
+      EXPECT_EQ(run_nd("R,S(0)", "S(0),R", shape, mesh, 1, true), "{ all_to_all_v:1 }");
+    }
   });
 }
 
@@ -406,7 +436,8 @@ TEST(RedistributeTest, StridedShardOverShardToReplicate) {
 TEST(RedistributeTest, PlanPrintsEachStepsCollective) {
   run_ranks(4, [](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
-    DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{8, 6}, at::kFloat);
+    // Large: a small one is gathered by one exchange over the whole mesh.
+    DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{1024, 1024}, at::kFloat);
     DTensorSpec target = source.with_placements(parse_placements("R,R"));
     const RedistributePlan& plan = plan_redistribute(source, target);
     ASSERT_FALSE(plan.steps.empty());

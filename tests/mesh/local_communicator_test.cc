@@ -173,6 +173,28 @@ TEST(LocalCommunicatorTest, MismatchedPartShapesAlongDimsAllThrow) {
   EXPECT_EQ(errors.load(), 2);
 }
 
+TEST(LocalCommunicatorTest, ExchangeOfMismatchedPartShapesAllThrow) {
+  std::atomic<int> errors{0};
+  run_ranks(2, [&](int rank) {
+    // Rank 0 sends rank 1 a [2, 3] part; rank 1 expects [3, 2] (the same
+    // element count, another shape).
+    const at::Tensor empty = at::zeros({0});
+    std::vector<at::Tensor> send{empty, empty}, recv{empty, empty};
+    if (rank == 0) send[1] = at::ones({2, 3});
+    if (rank == 1) recv[0] = at::zeros({3, 2});
+    try {
+      local_world()->exchange(send, recv);
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what())
+                    .find("rank 0 sends rank 1 a part of shape [2, 3], which expects shape [3, 2]"),
+                std::string::npos)
+          << error.what();
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors.load(), 2);
+}
+
 TEST(LocalCommunicatorTest, AllGatherAlongDisagreeingShapesAllThrow) {
   std::atomic<int> errors{0};
   run_ranks(2, [&](int rank) {

@@ -345,6 +345,57 @@ void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype) {
   check_all_to_all_v_across_dims(comm, dtype);
 }
 
+namespace {
+
+// Rank q sends rank p the first (q + 2p) % 3 columns of its [3, 2] input:
+// strided views, the same memory for several ranks, empty messages; rank p
+// receives them into strided column ranges of its output, in rank order.
+void check_exchange_of_strided_parts(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  const auto count = [](int q, int p) -> int64_t { return (q + 2 * p) % 3; };
+  const at::Tensor input = on(comm, rank_values(me, {3, 2}).repeat({1, 2}), dtype);
+  std::vector<int64_t> from(n);
+  std::vector<at::Tensor> expected_parts;
+  for (int q = 0; q < n; ++q) {
+    from[q] = count(q, me);
+    expected_parts.push_back(rank_values(q, {3, 2}).repeat({1, 2}).narrow(1, 0, from[q]));
+  }
+  at::Tensor output = on(comm, at::full({3, total(from)}, 99, at::kLong), dtype);
+  std::vector<at::Tensor> send, recv;
+  int64_t offset = 0;
+  for (int p = 0; p < n; ++p) {
+    send.push_back(input.narrow(1, 0, count(me, p)));
+    recv.push_back(output.narrow(1, offset, from[p]));
+    offset += from[p];
+  }
+  comm.exchange(send, recv);
+  expect_same(output, at::cat(expected_parts, 1), dtype);
+}
+
+// A ring: one contiguous part each way, which backends may send and receive
+// in place.
+void check_exchange_in_a_ring(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  const int next = (me + 1) % n;
+  const int previous = (me + n - 1) % n;
+  const auto options = at::TensorOptions().dtype(dtype).device(comm.device());
+  std::vector<at::Tensor> send(n, at::empty({0}, options)), recv(n, at::empty({0}, options));
+  send[next] = on(comm, rank_values(me, {5}), dtype);
+  at::Tensor received = on(comm, at::full({5}, 99, at::kLong), dtype);
+  recv[previous] = received;
+  comm.exchange(send, recv);
+  expect_same(received, rank_values(previous, {5}), dtype);
+}
+
+}  // namespace
+
+void check_exchange(Communicator& comm, c10::ScalarType dtype) {
+  check_exchange_of_strided_parts(comm, dtype);
+  check_exchange_in_a_ring(comm, dtype);
+}
+
 void check_broadcast(Communicator& comm, c10::ScalarType dtype) {
   for (int root : {0, comm.size() - 1}) {
     SCOPED_TRACE(::testing::Message() << "broadcast root " << root);
@@ -476,6 +527,16 @@ void check_bad_arguments_throw(Communicator& comm) {
   DTENSOR_EXPECT_ERROR(comm.all_to_all_v(along, too_many, 1, along, twos, 1),
                        "send_sizes: expected one count per rank");
   DTENSOR_EXPECT_ERROR(comm.send(input, comm.rank()), "expected a rank other than this one");
+  const std::vector<at::Tensor> parts(n, piece);
+  DTENSOR_EXPECT_ERROR(comm.exchange(std::vector<at::Tensor>(n + 1, piece), parts),
+                       "send_parts: expected one tensor per rank");
+  std::vector<at::Tensor> with_undefined = parts;
+  with_undefined[n - 1] = at::Tensor();
+  DTENSOR_EXPECT_ERROR(comm.exchange(parts, with_undefined),
+                       "recv_parts[" + std::to_string(n - 1) + "]: expected a defined tensor");
+  std::vector<at::Tensor> with_longs = parts;
+  with_longs[0] = at::zeros({3, 2}, options.dtype(at::kLong));
+  DTENSOR_EXPECT_ERROR(comm.exchange(parts, with_longs), "recv_parts[0]: expected dtype Float");
   if (comm.device().is_cuda()) {
     at::Tensor on_cpu = at::zeros({4});
     DTENSOR_EXPECT_ERROR(comm.all_reduce(on_cpu, ReduceOp::kSum), "expects tensors on");
@@ -501,6 +562,7 @@ void run_all_collective_cases(Communicator& comm) {
     check_all_to_all(comm, dtype);
     check_all_to_all_v(comm, dtype);
     check_all_to_all_v_along(comm, dtype);
+    check_exchange(comm, dtype);
     check_broadcast(comm, dtype);
     check_scatter(comm, dtype);
     check_send_recv(comm, dtype);

@@ -34,6 +34,7 @@ void check_all_to_all(Communicator& comm, c10::ScalarType dtype);
 void check_all_to_all_v(Communicator& comm, c10::ScalarType dtype);
 // all_to_all_v cut along dims: one dim both ways, and S(a) -> S(b) and back.
 void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype);
+void check_exchange(Communicator& comm, c10::ScalarType dtype);
 void check_broadcast(Communicator& comm, c10::ScalarType dtype);
 void check_scatter(Communicator& comm, c10::ScalarType dtype);
 // Ring exchange with send/recv (tag 0); needs size() >= 2 to exchange.

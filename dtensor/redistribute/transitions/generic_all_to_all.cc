@@ -1,9 +1,15 @@
 // Copyright 2026 The dtensor Authors.
 //
-// The transition of last resort: one all-to-all-v over the intersections of
-// what each group member holds and what each needs. Works for any pair of
+// The transition of last resort: one exchange of the intersections of what
+// each group member holds and what each needs. Works for any pair of
 // non-partial placements that merge the same leading dims, user placements
-// included, because it only reads layouts.
+// included, because it only reads layouts; for the same reason it also
+// serves the planner's cross steps, which change mesh dims outside their
+// group (planner.h). Pieces that are boxes of the local tensors (a Shard of
+// a Shard, say) are sent from and received into views: no pack, no unpack.
+#include <algorithm>
+#include <optional>
+
 #include <ATen/ATen.h>
 
 #include "dtensor/base/check.h"
@@ -13,64 +19,121 @@
 namespace dtensor {
 namespace {
 
+using redistribute_internal::box_of;
 using redistribute_internal::gather_positions;
+using redistribute_internal::Narrow;
 using redistribute_internal::scatter_positions;
 using redistribute_internal::shared_positions;
 using redistribute_internal::SharedPositions;
+
+using Box = std::optional<std::vector<Narrow>>;
+
+std::vector<int64_t> product_shape(const std::vector<std::vector<int64_t>>& positions) {
+  std::vector<int64_t> shape;
+  shape.reserve(positions.size());
+  for (const std::vector<int64_t>& list : positions) shape.push_back(list.size());
+  return shape;
+}
+
+at::Tensor narrowed(at::Tensor t, const std::vector<Narrow>& box) {
+  for (const Narrow& n : box) t = t.narrow(n.dim, n.start, n.length);
+  return t;
+}
 
 class GenericAllToAll final : public Transition {
  public:
   std::string_view collective() const override { return "all_to_all_v"; }
   int priority() const override { return 100; }
+  bool reads_layouts_only() const override { return true; }
 
+  // Moving elements cannot sum a Partial, nor move one between members that
+  // hold different terms: no mesh dim that changes or that the group spans
+  // may be Partial (one that stays outside the group is moved as it is).
   bool applies(const StepContext& step) const override {
-    return !step.source_placement().is_partial() && !step.target_placement().is_partial() &&
-           step.source_merged() == step.target_merged();
+    const std::vector<PlacementPtr>& before = step.source().placements();
+    const std::vector<PlacementPtr>& after = step.target().placements();
+    const std::vector<int64_t>& group = step.mesh_dims();
+    for (int64_t m = 0; m < static_cast<int64_t>(before.size()); ++m) {
+      const bool moves =
+          *before[m] != *after[m] || std::find(group.begin(), group.end(), m) != group.end();
+      if (moves && (before[m]->is_partial() || after[m]->is_partial())) return false;
+    }
+    return step.source_merged() == step.target_merged();
   }
 
   int64_t bytes(const StepContext& step) const override {
+    const Exchange& exchange = exchange_of(step);
     int64_t elements = 0;
     for (int64_t p = 0; p < step.group_size(); ++p) {
-      if (p != step.group_rank()) elements += sends_to(step, p).numel();
+      if (p != step.group_rank()) elements += exchange.outgoing[p].numel();
     }
     return elements * step.element_size();
   }
 
-  at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    const int64_t n = step.group_size();
-    std::vector<at::Tensor> outgoing;
-    std::vector<int64_t> send_counts(n), recv_counts(n);
-    std::vector<SharedPositions> incoming(n);
-    int64_t received = 0;
-    for (int64_t p = 0; p < n; ++p) {
-      const SharedPositions out = sends_to(step, p);
-      send_counts[p] = out.numel();
-      if (send_counts[p] > 0) outgoing.push_back(gather_positions(local, out.held));
-      incoming[p] = shared_positions(step.source_layout(p).global_indices(),
-                                     step.my_target_layout().global_indices());
-      recv_counts[p] = incoming[p].numel();
-      received += recv_counts[p];
+  int64_t peers(const StepContext& step) const override {
+    const Exchange& exchange = exchange_of(step);
+    int64_t peers = 0;
+    for (int64_t p = 0; p < step.group_size(); ++p) {
+      peers += p != step.group_rank() && exchange.outgoing[p].numel() > 0;
     }
-    const std::vector<int64_t>& target_shape = step.my_target_layout().local_shape;
-    at::Tensor result = at::empty(target_shape, local.options());
-    DTENSOR_CHECK(received == result.numel(), "redistribute: internal: ", step.source().to_string(),
-                  " -> ", placements_to_string(step.target().placements()), ": the group holds ",
-                  received, " of the ", result.numel(), " elements this rank needs");
-    at::Tensor send = outgoing.empty() ? at::empty({0}, local.options()) : at::cat(outgoing);
-    at::Tensor recv = at::empty({received}, local.options());
-    step.communicator()->all_to_all_v(send, send_counts, recv, recv_counts);
-    int64_t offset = 0;
+    return peers;
+  }
+
+  at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
+    const Exchange& exchange = exchange_of(step);
+    const int64_t n = step.group_size();
+    at::Tensor result = at::empty(step.my_target_layout().local_shape, local.options());
+    std::vector<at::Tensor> send(n), recv(n);
     for (int64_t p = 0; p < n; ++p) {
-      scatter_positions(result, incoming[p].wanted, recv.narrow(0, offset, recv_counts[p]));
-      offset += recv_counts[p];
+      const SharedPositions& out = exchange.outgoing[p];
+      send[p] = exchange.send_boxes[p]
+                    ? narrowed(local, *exchange.send_boxes[p])
+                    : gather_positions(local, out.held).view(product_shape(out.held));
+      recv[p] = exchange.recv_boxes[p]
+                    ? narrowed(result, *exchange.recv_boxes[p])
+                    : at::empty(product_shape(exchange.incoming[p].wanted), local.options());
+    }
+    step.communicator()->exchange(send, recv);
+    for (int64_t p = 0; p < n; ++p) {
+      if (!exchange.recv_boxes[p]) {
+        scatter_positions(result, exchange.incoming[p].wanted, recv[p].reshape({-1}));
+      }
     }
     return result;
   }
 
  private:
-  static SharedPositions sends_to(const StepContext& step, int64_t member) {
-    return shared_positions(step.my_source_layout().global_indices(),
-                            step.target_layout(member).global_indices());
+  // What the step alone decides: per group member, the positions this rank
+  // sends it and receives from it, and whether each is a box of the local
+  // tensor it lies in.
+  struct Exchange {
+    std::vector<SharedPositions> outgoing, incoming;
+    std::vector<Box> send_boxes, recv_boxes;
+  };
+
+  static const Exchange& exchange_of(const StepContext& step) {
+    return step.derived<Exchange>([&] { return make_exchange(step); });
+  }
+
+  static Exchange make_exchange(const StepContext& step) {
+    const LocalLayout& mine = step.my_target_layout();
+    Exchange exchange;
+    int64_t received = 0;
+    for (int64_t p = 0; p < step.group_size(); ++p) {
+      exchange.outgoing.push_back(shared_positions(step.my_source_layout().global_indices(),
+                                                   step.target_layout(p).global_indices()));
+      exchange.incoming.push_back(
+          shared_positions(step.source_layout(p).global_indices(), mine.global_indices()));
+      exchange.send_boxes.push_back(
+          box_of(exchange.outgoing[p].held, step.my_source_layout().local_shape));
+      exchange.recv_boxes.push_back(box_of(exchange.incoming[p].wanted, mine.local_shape));
+      received += exchange.incoming[p].numel();
+    }
+    DTENSOR_CHECK(received == mine.local_numel(),
+                  "redistribute: internal: ", step.source().to_string(), " -> ",
+                  placements_to_string(step.target().placements()), ": the group holds ", received,
+                  " of the ", mine.local_numel(), " elements this rank needs");
+    return exchange;
   }
 };
 
