@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <c10/util/strides.h>
+
 #include "absl/strings/str_join.h"
 #include "dtensor/base/check.h"
 
@@ -146,6 +148,13 @@ std::vector<int64_t> memory_order(const at::Tensor& local,
 std::vector<int64_t> global_strides_like(const at::Tensor& local,
                                          const std::vector<int64_t>& global_shape,
                                          const std::vector<int64_t>& min_local_sizes) {
+  // The common case, without ordering dims: a contiguous non-empty shard
+  // (its dims of more than one element have strictly falling strides, so
+  // the order below is the dims' own). An empty one may carry any strides.
+  if (local.numel() > 0 && local.is_contiguous()) {
+    const c10::DimVector strides = c10::contiguous_strides(global_shape);
+    return {strides.begin(), strides.end()};
+  }
   const int64_t ndim = static_cast<int64_t>(global_shape.size());
   const std::vector<int64_t> order = memory_order(local, min_local_sizes);
   std::vector<int64_t> strides(ndim, 0);

@@ -4,6 +4,7 @@
 // the built-in rule families. Values are small integers (exact in float),
 // shapes split unevenly over 4 ranks.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <limits>
 
@@ -32,6 +33,32 @@ at::Tensor index_pattern(int64_t rows, int64_t cols, int64_t step, int64_t modul
 
 SampleCall call(std::string op, std::vector<c10::IValue> arguments) {
   return {std::move(op), std::move(arguments)};
+}
+
+// Whether this libtorch has operator `name` (default overload) and can run
+// it on the CPU, where the verifier computes: ops of newer versions only.
+bool runs_on_cpu(const char* name) {
+  const auto op = c10::Dispatcher::singleton().findSchema({name, ""});
+  if (!op) return false;
+  for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CompositeExplicitAutograd,
+                               c10::DispatchKey::CompositeImplicitAutograd}) {
+    if (op->hasKernelForDispatchKey(key)) return true;
+  }
+  return false;
+}
+
+// The fused rms_norm of libtorch 2.9+, where the CPU runs it.
+void add_fused_rms_norm_samples(std::vector<SampleCall>& samples) {
+  const at::Tensor x = values({3, 5, 6}), weight = positive({6});
+  const std::vector<int64_t> normalized{6};
+  if (runs_on_cpu("aten::_fused_rms_norm")) {
+    samples.push_back(call("aten::_fused_rms_norm", {x, normalized, weight, 1e-5}));
+  }
+  if (runs_on_cpu("aten::_fused_rms_norm_backward")) {
+    samples.push_back(call("aten::_fused_rms_norm_backward",
+                           {values({3, 5, 6}, 1), x, normalized, positive({3, 5, 1}, 2), weight,
+                            c10::List<bool>({true, true})}));
+  }
 }
 
 }  // namespace
@@ -136,6 +163,7 @@ std::vector<SampleCall> builtin_samples() {
       call("aten::native_layer_norm",
            {x3, std::vector<int64_t>{6}, positive({6}), values({6}), 1e-5}),
   };
+  add_fused_rms_norm_samples(s);
   return s;
 }
 

@@ -1,8 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/families/normalization_ops.cc: softmax, log_softmax and layer_norm
-// with their backward formulas. The normalized dims must be whole on every
-// rank; every other dim passes any split through.
+// rules/families/normalization_ops.cc: softmax, log_softmax, layer_norm and
+// the fused rms_norm (libtorch 2.9+ runs rms_norm through it on some
+// devices) with their backward formulas. The normalized dims must be whole
+// on every rank; every other dim passes any split through.
 #include <numeric>
 
 #include "placements/partial.h"
@@ -29,10 +30,13 @@ OpRule softmax_rule(size_t dim_argument) {
 // dim of the input passes to the outputs that have it (the normalized output
 // and the per-row statistics); weight and bias stay Replicate, and their
 // gradients are Partial(sum) over the split rows.
+// The fused rms_norm is the same with no mean and no bias: two outputs
+// (normalized, rstd) forward, two (input grad, weight grad) backward.
 struct LayerNorm {
   bool backward;
   size_t input;                // OpCall input holding the activation
   size_t normalized_argument;  // argument holding normalized_shape
+  size_t outputs = 3;
 };
 
 int64_t leading_dims(const OpCall& call, size_t normalized_argument, size_t input) {
@@ -55,27 +59,46 @@ std::vector<ShardingRow> layer_norm_rows(const OpCall& call, int64_t m, const La
     const bool per_row = spec.ndim() == call.input(ln.input).spec->ndim();
     row.inputs.push_back(per_row ? p : Replicate::make());
   }
-  if (ln.backward) {
-    row.outputs = {p, Partial::make(ReduceOp::kSum), Partial::make(ReduceOp::kSum)};
-  } else {
-    row.outputs = {p, p, p};
-  }
+  // Backward: the parameter gradients sum over the split rows.
+  row.outputs.assign(ln.outputs, ln.backward ? Partial::make(ReduceOp::kSum) : p);
+  row.outputs[0] = p;
   rows.push_back(std::move(row));
   return rows;
 }
 
-std::vector<std::vector<int64_t>> layer_norm_shapes(const OpCall& call) {
+// The normalized output, then `statistics` per-row tensors (the leading
+// dims, ones for the normalized ones).
+std::vector<std::vector<int64_t>> layer_norm_shapes(const OpCall& call, size_t statistics) {
   const std::vector<int64_t>& shape = call.input(0).spec->shape();
   const int64_t lead = leading_dims(call, 1, 0);
   std::vector<int64_t> stats(shape.begin(), shape.begin() + lead);
   stats.resize(shape.size(), 1);
-  return {shape, stats, stats};
+  std::vector<std::vector<int64_t>> shapes(statistics + 1, stats);
+  shapes[0] = shape;
+  return shapes;
 }
 
-std::vector<std::vector<int64_t>> layer_norm_backward_shapes(const OpCall& call) {
-  // grad_out, input, normalized_shape, mean, rstd, weight?, bias?, mask
-  const std::vector<int64_t> normalized = call.argument(2).toIntVector();
-  return {call.input(1).spec->shape(), normalized, normalized};
+// The input gradient, then `parameters` gradients of normalized_shape
+// (arguments: grad_out, input, normalized_shape, statistics..., weight?, ...).
+std::vector<std::vector<int64_t>> layer_norm_backward_shapes(const OpCall& call,
+                                                             size_t parameters) {
+  std::vector<std::vector<int64_t>> shapes(parameters + 1, call.argument(2).toIntVector());
+  shapes[0] = call.input(1).spec->shape();
+  return shapes;
+}
+
+OpRule layer_norm_rule(const LayerNorm& ln) {
+  OpRule rule;
+  rule.strategy = [ln](const OpCall& call, int64_t m) { return layer_norm_rows(call, m, ln); };
+  const size_t extra = ln.outputs - 1;
+  if (ln.backward) {
+    rule.output_shapes = [extra](const OpCall& call) {
+      return layer_norm_backward_shapes(call, extra);
+    };
+  } else {
+    rule.output_shapes = [extra](const OpCall& call) { return layer_norm_shapes(call, extra); };
+  }
+  return rule;
 }
 
 }  // namespace
@@ -85,18 +108,12 @@ DTENSOR_REGISTER_RULES(normalization) {
   add_to_existing(registry,
                   {"aten::_softmax_backward_data", "aten::_log_softmax_backward_data"},
                   softmax_rule(2));
-  OpRule forward;
-  forward.strategy = [](const OpCall& call, int64_t m) {
-    return layer_norm_rows(call, m, LayerNorm{false, 0, 1});
-  };
-  forward.output_shapes = layer_norm_shapes;
-  add_to_existing(registry, {"aten::native_layer_norm"}, forward);
-  OpRule backward;
-  backward.strategy = [](const OpCall& call, int64_t m) {
-    return layer_norm_rows(call, m, LayerNorm{true, 1, 2});
-  };
-  backward.output_shapes = layer_norm_backward_shapes;
-  add_to_existing(registry, {"aten::native_layer_norm_backward"}, backward);
+  add_to_existing(registry, {"aten::native_layer_norm"}, layer_norm_rule({false, 0, 1}));
+  add_to_existing(registry, {"aten::native_layer_norm_backward"}, layer_norm_rule({true, 1, 2}));
+  // (input, normalized_shape, weight?, eps?) -> (out, rstd) and
+  // (grad_out, input, normalized_shape, rstd, weight?, mask) -> (grad_input, grad_weight).
+  add_to_existing(registry, {"aten::_fused_rms_norm"}, layer_norm_rule({false, 0, 1, 2}));
+  add_to_existing(registry, {"aten::_fused_rms_norm_backward"}, layer_norm_rule({true, 1, 2, 2}));
 }
 
 }  // namespace dtensor
