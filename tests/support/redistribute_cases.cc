@@ -185,7 +185,9 @@ void check_issue_collective_counts(const DeviceMesh& mesh) {
     int64_t most;
   };
   for (const Case& c : {Case{"S(0),S(1)", "S(0),S(0)", 1}, Case{"S(0),S(1)", "S(1),S(0)", 2},
-                        Case{"S(0),S(0)", "S(1),S(1)", 2}, Case{"P(sum),R", "R,R", 1}}) {
+                        Case{"S(0),S(0)", "S(1),S(1)", 2}, Case{"P(sum),R", "R,R", 1},
+                        // A cross step: one exchange inside the mesh-dim-1 groups.
+                        Case{"R,S(0)", "S(0),R", 1}}) {
     SCOPED_TRACE(std::string(c.from) + " -> " + c.to);
     const DTensor source =
         c.from[0] == 'P'

@@ -49,7 +49,8 @@ void run_random_redistribute_cases(const DeviceMesh& mesh, int64_t cases, uint32
 
 // The collective counts the placements issue names on a (2, 2) `mesh` (on
 // any backend and device): [S0,S1]->[S0,S0] in one collective,
-// [S0,S1]->[S1,S0] and [S0,S0]->[S1,S1] in at most two, P->R in one; each
+// [S0,S1]->[S1,S0] and [S0,S0]->[S1,S1] in at most two, P->R in one, and
+// [R,S0]->[S0,R] in one (a cross step); each
 // result equal to a direct distribute, and its full_tensor to the input.
 void check_issue_collective_counts(const DeviceMesh& mesh);
 
