@@ -27,45 +27,48 @@ DTensorSpecPtr gradient_spec(const DTensorSpec& spec) {
       spec.with_placements(gradient_placements(spec.placements())));
 }
 
+// The backward of a layout function: hands the incoming gradient (undefined
+// stays undefined) and the spec saved at the forward to `gradient`.
+class LayoutBackward final : public torch::autograd::Node {
+ public:
+  using Gradient = at::Tensor (*)(const at::Tensor& grad, const DTensorSpecPtr& spec);
+
+  LayoutBackward(const char* name, Gradient gradient, DTensorSpecPtr spec)
+      : name_(name), gradient_(gradient), spec_(std::move(spec)) {}
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) return {at::Tensor()};
+    return {gradient_(grads[0], spec_)};
+  }
+  std::string name() const override { return name_; }
+
+ private:
+  const char* name_;
+  Gradient gradient_;
+  DTensorSpecPtr spec_;
+};
+
 // Gradients arrive as DTensors of the forward output's spec or of any other
-// layout a backward formula produced; only the target matters.
-struct RedistributeBackward : torch::autograd::Node {
-  explicit RedistributeBackward(DTensorSpecPtr source_grad) : source_grad(std::move(source_grad)) {}
-  variable_list apply(variable_list&& grads) override {
-    if (!grads[0].defined()) return {at::Tensor()};
-    return {redistribute_with_grad(grads[0], source_grad)};
-  }
-  std::string name() const override { return "dtensor::RedistributeBackward"; }
-  DTensorSpecPtr source_grad;
-};
+// layout a backward formula produced; only the target (the source's
+// gradient spec) matters.
+at::Tensor redistribute_backward(const at::Tensor& grad, const DTensorSpecPtr& source_grad) {
+  return redistribute_with_grad(grad, source_grad);
+}
 
-struct ToLocalBackward : torch::autograd::Node {
-  explicit ToLocalBackward(DTensorSpecPtr grad_spec) : grad_spec(std::move(grad_spec)) {}
-  variable_list apply(variable_list&& grads) override {
-    if (!grads[0].defined()) return {at::Tensor()};
-    return {from_local_with_grad(grads[0], grad_spec)};
-  }
-  std::string name() const override { return "dtensor::ToLocalBackward"; }
-  DTensorSpecPtr grad_spec;
-};
+at::Tensor to_local_backward(const at::Tensor& grad, const DTensorSpecPtr& grad_spec) {
+  return from_local_with_grad(grad, grad_spec);
+}
 
-struct FromLocalBackward : torch::autograd::Node {
-  explicit FromLocalBackward(DTensorSpecPtr local_grad) : local_grad(std::move(local_grad)) {}
-  variable_list apply(variable_list&& grads) override {
-    if (!grads[0].defined()) return {at::Tensor()};
-    DTENSOR_CHECK(is_dtensor(grads[0]), "from_local backward: expected a DTensor gradient, found ",
-                  "a plain tensor of shape ", grads[0].sizes());
-    return {to_local_with_grad(redistribute_with_grad(grads[0], local_grad), nullptr)};
-  }
-  std::string name() const override { return "dtensor::FromLocalBackward"; }
-  DTensorSpecPtr local_grad;
-};
+at::Tensor from_local_backward(const at::Tensor& grad, const DTensorSpecPtr& local_grad) {
+  DTENSOR_CHECK(is_dtensor(grad), "from_local backward: expected a DTensor gradient, found ",
+                "a plain tensor of shape ", grad.sizes());
+  return to_local_with_grad(redistribute_with_grad(grad, local_grad), nullptr);
+}
 
-template <typename NodeT, typename... Args>
-void record(const at::Tensor& input, at::Tensor& output, Args&&... args) {
+void record(const at::Tensor& input, at::Tensor& output, const char* name,
+            LayoutBackward::Gradient gradient, DTensorSpecPtr spec) {
   if (!torch::autograd::compute_requires_grad(input)) return;
-  auto node = std::shared_ptr<NodeT>(new NodeT(std::forward<Args>(args)...),
-                                     torch::autograd::deleteNode);
+  auto node = std::shared_ptr<LayoutBackward>(new LayoutBackward(name, gradient, std::move(spec)),
+                                              torch::autograd::deleteNode);
   node->set_next_edges(torch::autograd::collect_next_edges(input));
   torch::autograd::set_history(output, node);
 }
@@ -87,7 +90,8 @@ at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr
     out = redistribute_local(tensor, target);
   }
   if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) return tensor;
-  record<RedistributeBackward>(tensor, out, gradient_spec(*dtensor_impl(tensor)->spec()));
+  record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward,
+         gradient_spec(*dtensor_impl(tensor)->spec()));
   return out;
 }
 
@@ -98,13 +102,14 @@ at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& gr
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     out = impl->local().alias();
   }
-  record<ToLocalBackward>(tensor, out, grad_spec ? grad_spec : gradient_spec(*impl->spec()));
+  record(tensor, out, "dtensor::ToLocalBackward", to_local_backward,
+         grad_spec ? grad_spec : gradient_spec(*impl->spec()));
   return out;
 }
 
 at::Tensor from_local_with_grad(const at::Tensor& local, const DTensorSpecPtr& spec) {
   at::Tensor out = make_dtensor_tensor(local.detach(), spec);
-  record<FromLocalBackward>(local, out, gradient_spec(*spec));
+  record(local, out, "dtensor::FromLocalBackward", from_local_backward, gradient_spec(*spec));
   return out;
 }
 
