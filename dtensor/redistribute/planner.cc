@@ -13,11 +13,14 @@
 #include "absl/strings/str_join.h"
 #include "dtensor/base/check.h"
 #include "dtensor/redistribute/collective_counter.h"
+#include "dtensor/redistribute/cross_step.h"
 #include "placements/replicate.h"
 
 namespace dtensor {
 namespace {
 
+using redistribute_internal::exact_group_exchange;
+using redistribute_internal::GroupExchange;
 using Placements = std::vector<PlacementPtr>;
 
 // Tensor dims a placement splits (a Ragged splits the dims merged into rows).
@@ -94,67 +97,6 @@ bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, i
   return true;
 }
 
-// The indices of each dim that both lists of lists hold.
-std::vector<std::vector<int64_t>> common_indices(const std::vector<std::vector<int64_t>>& a,
-                                                 const std::vector<std::vector<int64_t>>& b) {
-  std::vector<std::vector<int64_t>> common(a.size());
-  for (size_t d = 0; d < a.size(); ++d) {
-    const std::set<int64_t> in_b(b[d].begin(), b[d].end());
-    for (int64_t index : a[d]) {
-      if (in_b.count(index)) common[d].push_back(index);
-    }
-  }
-  return common;
-}
-
-int64_t product_of_sizes(const std::vector<std::vector<int64_t>>& lists) {
-  int64_t n = 1;
-  for (const std::vector<int64_t>& list : lists) n *= static_cast<int64_t>(list.size());
-  return n;
-}
-
-// Whether, for a cross step from `from` to `to` over the group of mesh dims
-// [first, last], every rank's group holds each element the rank needs
-// exactly once: then one exchange inside the group makes the whole change.
-// [R, S(0)] -> [S(0), R] on (2,2) is one: each rank needs the rows that one
-// member of its mesh-dim-1 group holds. Checks every rank (rank 0 first,
-// where most candidates fail), so every rank plans alike. Index lists are
-// products over dims, so the pieces two members hold overlap exactly when
-// their common indices overlap in every dim.
-bool group_covers_exactly(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
-                          int64_t last) {
-  const std::vector<int64_t>& mesh_shape = from.mesh().shape();
-  const std::vector<int64_t> group_shape(mesh_shape.begin() + first, mesh_shape.begin() + last + 1);
-  std::map<int64_t, LocalLayout> held;  // by flat rank, made on first use
-  for (int64_t rank = 0; rank < from.mesh().size(); ++rank) {
-    std::vector<int64_t> coordinate = grid_coordinate(rank, mesh_shape);
-    const LocalLayout wanted = to.layout_at(coordinate);
-    if (wanted.merged_leading_dims > 1) return false;
-    std::vector<std::vector<std::vector<int64_t>>> pieces;
-    int64_t covered = 0;
-    bool merged = false;
-    for_each_grid_coordinate(group_shape, [&](const std::vector<int64_t>& member) {
-      std::copy(member.begin(), member.end(), coordinate.begin() + first);
-      const int64_t flat = grid_position(coordinate, mesh_shape);
-      auto it = held.find(flat);
-      if (it == held.end()) it = held.emplace(flat, from.layout_at(coordinate)).first;
-      merged = merged || it->second.merged_leading_dims > 1;
-      pieces.push_back(common_indices(it->second.global_indices(), wanted.global_indices()));
-      covered += product_of_sizes(pieces.back());
-    });
-    if (merged || covered != wanted.local_numel()) return false;
-    for (size_t p = 0; p < pieces.size(); ++p) {
-      for (size_t q = p + 1; q < pieces.size(); ++q) {
-        if (product_of_sizes(pieces[p]) > 0 && product_of_sizes(pieces[q]) > 0 &&
-            product_of_sizes(common_indices(pieces[p], pieces[q])) > 0) {
-          return false;
-        }
-      }
-    }
-  }
-  return true;
-}
-
 // A group of one rank exchanges nothing, whatever the other mesh dims split.
 bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
   if (single_rank_groups_communicate()) return false;
@@ -205,6 +147,7 @@ class Planner {
     };
     const std::string goal = placements_to_string(target_.placements());
     const std::string start = placements_to_string(source_.placements());
+    start_key_ = start;
     specs_[start] = std::make_shared<const DTensorSpec>(source_);
     best_[start] = {0, 0};
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> frontier;
@@ -260,15 +203,15 @@ class Planner {
         }
       }
     }
-    add_cross_steps(from, steps);
+    if (from == specs_[start_key_]) add_cross_steps(from, steps);
     return steps;
   }
 
-  // Steps straight to the target over one group of adjacent mesh dims that
-  // change placements outside the group, or not alike inside it (see
-  // group_covers_exactly). They let a change of two mesh dims that moves
-  // data inside one of them be one exchange, instead of a gather and a slice
-  // that together move and copy more.
+  // Steps straight from the source to the target over one group of
+  // adjacent mesh dims, other mesh dims changing too (cross_step.h). They let
+  // a change of two mesh dims that moves data inside one of them be one
+  // exchange, instead of a gather and a slice that together move and copy
+  // more. From the source only: each candidate looks at every rank.
   void add_cross_steps(const DTensorSpecPtr& from, std::vector<PlannedStep>& steps) {
     const Placements& state = from->placements();
     const Placements& goal = target_.placements();
@@ -278,12 +221,25 @@ class Planner {
       for (int64_t last = first; last < ndim; ++last) {
         if (is_ordinary_step(state, goal, first, last)) continue;
         if (!after) after = std::make_shared<const DTensorSpec>(target_);
-        const auto covered = [&] { return group_covers_exactly(*from, *after, first, last); };
-        if (std::optional<PlannedStep> step = make_step(from, after, first, last, covered)) {
-          steps.push_back(std::move(*step));
-        }
+        std::optional<GroupExchange> exchange;
+        const auto covered = [&] {
+          exchange = exact_group_exchange(*from, *after, first, last);
+          return exchange.has_value();
+        };
+        std::optional<PlannedStep> step = make_step(from, after, first, last, covered);
+        if (!step) continue;
+        step->cost = cross_step_cost(*exchange, collective_costs(from->mesh()));
+        steps.push_back(std::move(*step));
       }
     }
+  }
+
+  // Seen from the busiest rank, sending or receiving: coordinate 0 is often
+  // the one that keeps its piece ([R,S(0)] -> [S(0),R] on the diagonal) and
+  // would make the step look free.
+  static double cross_step_cost(const GroupExchange& exchange, const CollectiveCosts& costs) {
+    const double factor = exchange.max_peers > 1 ? costs.all_to_all_factor : 1.0;
+    return costs.latency_us + factor * exchange.max_bytes / costs.bytes_per_us;
   }
 
   // Whether going from `state` to `goal` changes nothing outside [first,
@@ -327,24 +283,8 @@ class Planner {
     step.after = std::move(after);
     step.transition = transition;
     step.bytes = transition->bytes(context);
-    step.cost = context.changes_only_group_dims()
-                    ? step_cost(*transition, context, step.bytes, collective_costs(from->mesh()))
-                    : busiest_rank_cost(*transition, *from, *step.after, step.mesh_dims);
+    step.cost = step_cost(*transition, context, step.bytes, collective_costs(from->mesh()));
     return step;
-  }
-
-  // A cross step's cost, seen from the rank that sends most: coordinate 0 is
-  // often the one that keeps its piece ([R,S(0)] -> [S(0),R] on the
-  // diagonal) and would make the step look free.
-  static double busiest_rank_cost(const Transition& transition, const DTensorSpec& from,
-                                  const DTensorSpec& after, const std::vector<int64_t>& dims) {
-    double cost = 0;
-    const CollectiveCosts costs = collective_costs(from.mesh());
-    for (int64_t rank = 0; rank < from.mesh().size(); ++rank) {
-      const StepContext context(from, after, dims, grid_coordinate(rank, from.mesh().shape()));
-      cost = std::max(cost, step_cost(transition, context, transition.bytes(context), costs));
-    }
-    return cost;
   }
 
   RedistributePlan reconstruct(const std::string& goal) {
@@ -360,6 +300,7 @@ class Planner {
 
   const DTensorSpec& source_;
   const DTensorSpec& target_;
+  std::string start_key_;
   std::map<std::string, DTensorSpecPtr> specs_;
   std::map<std::string, std::pair<double, int64_t>> best_;
   std::map<std::string, std::pair<std::string, PlannedStep>> came_from_;

@@ -1,0 +1,34 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/redistribute/cross_step.h: whether one exchange inside the groups
+// of a run of mesh dims can make a whole redistribute, other mesh dims
+// changing too. Internal to the planner.
+//
+// [R,S(0)] -> [S(0),R] on a (2,2) mesh is such a step over mesh dim 1: each
+// rank needs the rows one member of its mesh-dim-1 group holds, so one
+// exchange there replaces a gather (twice the bytes) and a slice.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "dtensor/spec.h"
+
+namespace dtensor::redistribute_internal {
+
+// What the exchange moves, at the busiest rank.
+struct GroupExchange {
+  int64_t max_bytes = 0;  // sent to, or received from, other members
+  int64_t max_peers = 0;  // other members a rank sends to or receives from
+};
+
+// The exchange that takes every rank from `from` to `to` inside its group of
+// mesh dims [first, last], when each rank's group holds each element the
+// rank needs exactly once; nullopt otherwise (or when a layout merges
+// leading dims into rows). Looks at every rank, rank 0 first (where most
+// candidates fail), so every rank decides alike. Index lists are handled as
+// sorted runs, so Shard and Replicate pieces cost O(1) per pair of ranks.
+std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const DTensorSpec& to,
+                                                  int64_t first, int64_t last);
+
+}  // namespace dtensor::redistribute_internal
