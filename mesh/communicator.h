@@ -93,11 +93,12 @@ class Communicator {
   // r's input has `sizes_per_rank[r]` slices along `dim` and fills
   // output.narrow(dim, sum of the sizes before r, sizes_per_rank[r]); the
   // other dims of input and output are equal. Gathering S(d) -> R this way
-  // needs no transposes around the collective: backends that write strided
-  // memory (local) copy each part straight into place, the others gather
-  // contiguously and copy each part once. Their CPU staging buffers (here
-  // and in the along-dims all_to_all_v) up to 64 MiB are kept per thread and
-  // reused: a fresh one page-faults on every call.
+  // needs no transposes around the collective: local copies each part
+  // straight into place, MPI receives it there through a derived datatype,
+  // NCCL gathers contiguously and copies each part once. Its CUDA staging
+  // buffers come from the caching allocator; the default implementation's
+  // CPU ones (up to 64 MiB) are kept per thread and reused: a fresh one
+  // page-faults on every call.
   void all_gather_v(const at::Tensor& input, at::Tensor& output,
                     absl::Span<const int64_t> sizes_per_rank, int64_t dim);
 
@@ -126,10 +127,10 @@ class Communicator {
   // for ranks before p, and rank p receives them into the `recv_sizes[q]`
   // slices of `output` along `recv_dim` that follow those from ranks before
   // q. What q sends p must have the shape of the place p receives it in
-  // (the local backend checks this; the others check element counts).
-  // Re-sharding S(a) -> S(b) is send_dim b, recv_dim a: no pack or unpack
-  // copies where the backend writes strided memory (local), one each at
-  // most elsewhere.
+  // (the local backend checks this; elsewhere the element counts must agree
+  // and are not checked). Re-sharding S(a) -> S(b) is send_dim b, recv_dim
+  // a: no pack or unpack copies on local and MPI (strided parts in place),
+  // one each at most on NCCL.
   void all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_sizes, int64_t send_dim,
                     at::Tensor& output, absl::Span<const int64_t> recv_sizes, int64_t recv_dim);
 
@@ -138,11 +139,12 @@ class Communicator {
   // (of a local shard, say) and, on the sending side, the same memory for
   // several ranks; receiving parts must not overlap each other or any sent
   // part. What rank q sends rank p has the shape of rank p's recv_parts[q]
-  // (the local backend checks this; the others need the element counts to
-  // agree, as all_to_all_v does). For moving pieces that are not consecutive
-  // slices of one tensor without packing them where the backend writes
-  // strided memory (local); elsewhere each part not alone in its message
-  // direction is packed or unpacked once.
+  // (the local backend checks this; elsewhere the element counts must agree
+  // and are not checked, as in all_to_all_v). For moving pieces that are not
+  // consecutive slices of one tensor: local copies each part straight into
+  // place, MPI sends one message per peer described by a derived datatype
+  // (no copy of ours), the default (NCCL) packs and unpacks the parts that
+  // are not alone in their direction.
   void exchange(absl::Span<const at::Tensor> send_parts, absl::Span<const at::Tensor> recv_parts);
 
   // Copies `tensor` of rank `root` into `tensor` of every rank.

@@ -440,29 +440,45 @@ void MpiCommunicator::do_all_to_all_v(const at::Tensor& input,
 // part lies (strided parts through a derived datatype): no pack, no unpack.
 void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
                                   const std::vector<at::Tensor>& recv_parts) {
+  // Whatever can fail locally fails before anything is posted: a throw with
+  // messages in flight would let MPI write into freed memory.
+  const at::Tensor& own = send_parts[rank_];
+  DTENSOR_CHECK(
+      own.sizes() == recv_parts[rank_].sizes() || own.numel() + recv_parts[rank_].numel() == 0,
+      "exchange: the part rank ", rank_, " sends itself has shape ", own.sizes(),
+      ", its place shape ", recv_parts[rank_].sizes());
+  std::vector<int> peers;  // of `types`: the receives, then the sends
+  std::vector<PartType> types;
+  types.reserve(2 * size_);
+  const auto describe = [&](const std::vector<at::Tensor>& parts) {
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || parts[p].numel() == 0) continue;
+      types.emplace_back(parts[p]);
+      peers.push_back(p);
+    }
+  };
+  describe(recv_parts);
+  const size_t receives = types.size();
+  describe(send_parts);
+  if (own.numel() > 0) recv_parts[rank_].copy_(own);
   if (exchange_comm_ == MPI_COMM_NULL) {
     check_mpi(MPI_Comm_dup(comm_, &exchange_comm_), "MPI_Comm_dup");
   }
-  std::vector<MPI_Request> requests;
-  std::vector<PartType> types;
-  types.reserve(2 * size_);
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || recv_parts[p].numel() == 0) continue;
-    types.emplace_back(recv_parts[p]);
-    requests.emplace_back();
-    check_mpi(MPI_Irecv(recv_parts[p].data_ptr(), 1, types.back().type(), p, 0, exchange_comm_,
-                        &requests.back()),
-              "MPI_Irecv");
+  std::vector<MPI_Request> requests(types.size(), MPI_REQUEST_NULL);
+  for (size_t i = 0; i < types.size(); ++i) {
+    const int p = peers[i];
+    const int posted = i < receives ? MPI_Irecv(recv_parts[p].data_ptr(), 1, types[i].type(), p, 0,
+                                                exchange_comm_, &requests[i])
+                                    : MPI_Isend(send_parts[p].data_ptr(), 1, types[i].type(), p, 0,
+                                                exchange_comm_, &requests[i]);
+    if (posted != MPI_SUCCESS) {
+      for (MPI_Request& request : requests) {
+        if (request != MPI_REQUEST_NULL) MPI_Cancel(&request);
+      }
+      MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+      check_mpi(posted, i < receives ? "MPI_Irecv" : "MPI_Isend");
+    }
   }
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || send_parts[p].numel() == 0) continue;
-    types.emplace_back(send_parts[p]);
-    requests.emplace_back();
-    check_mpi(MPI_Isend(send_parts[p].data_ptr(), 1, types.back().type(), p, 0, exchange_comm_,
-                        &requests.back()),
-              "MPI_Isend");
-  }
-  if (send_parts[rank_].numel() > 0) recv_parts[rank_].copy_(send_parts[rank_]);
   check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
             "MPI_Waitall");
 }

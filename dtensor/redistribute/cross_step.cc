@@ -106,7 +106,7 @@ std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const
     const std::optional<Box> wanted = box_of_layout(wanted_layout);
     if (!wanted) return std::nullopt;
     std::vector<Box> pieces;
-    int64_t covered = 0, received = 0, peers = 0;
+    int64_t covered = 0, received = 0, peers = 0, own = 0;
     bool merged = false;
     for_each_grid_coordinate(group_shape, [&](const std::vector<int64_t>& member) {
       std::copy(member.begin(), member.end(), coordinate.begin() + first);
@@ -123,7 +123,9 @@ std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const
       const int64_t n = volume(piece);
       if (n == 0) return;
       covered += n;
-      if (flat != rank) {
+      if (flat == rank) {
+        own = n;
+      } else {
         received += n;
         ++peers;
         sent[flat] += n;
@@ -135,12 +137,16 @@ std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const
       return std::nullopt;
     }
     exchange.max_bytes = std::max(exchange.max_bytes, received);
+    exchange.max_own_bytes = std::max(exchange.max_own_bytes, own);
     exchange.max_peers = std::max(exchange.max_peers, peers);
   }
   exchange.max_bytes = std::max(exchange.max_bytes, *std::max_element(sent.begin(), sent.end()));
   exchange.max_peers =
       std::max(exchange.max_peers, *std::max_element(sent_to.begin(), sent_to.end()));
-  exchange.max_bytes *= static_cast<int64_t>(c10::elementSize(from.dtype()));
+  const auto element = static_cast<int64_t>(c10::elementSize(from.dtype()));
+  exchange.max_bytes *= element;
+  exchange.max_own_bytes *= element;
+  exchange.rank0_sent_bytes = sent[0] * element;
   return exchange;
 }
 

@@ -18,8 +18,10 @@ namespace dtensor::redistribute_internal {
 
 // What the exchange moves, at the busiest rank.
 struct GroupExchange {
-  int64_t max_bytes = 0;  // sent to, or received from, other members
-  int64_t max_peers = 0;  // other members a rank sends to or receives from
+  int64_t max_bytes = 0;         // sent to, or received from, other members
+  int64_t max_peers = 0;         // other members a rank sends to or receives from
+  int64_t max_own_bytes = 0;     // a rank keeps (copies into its result)
+  int64_t rank0_sent_bytes = 0;  // what rank 0 sends (PlannedStep::bytes)
 };
 
 // The exchange that takes every rank from `from` to `to` inside its group of

@@ -191,13 +191,18 @@ class Planner {
           for (int64_t m = first; m <= last; ++m) next[m] = to;
           DTensorSpecPtr after = spec_with(*from, std::move(next));
           if (!after) continue;
-          // Passed no structural group-locality rule: check exactly that the
-          // groups hold what they need of the one touched tensor dim.
-          const auto stays_in_groups = [&] {
-            return local || groups_hold_their_targets(*from, *after, first, last, *touched);
+          const auto cost_of = [&](const StepContext& context,
+                                   const Transition& transition) -> std::optional<Costed> {
+            // Passed no structural group-locality rule: check exactly that
+            // the groups hold what they need of the one touched tensor dim.
+            if (!local && !groups_hold_their_targets(*from, *after, first, last, *touched)) {
+              return std::nullopt;
+            }
+            const int64_t bytes = transition.bytes(context);
+            return Costed{bytes,
+                          step_cost(transition, context, bytes, collective_costs(from->mesh()))};
           };
-          if (std::optional<PlannedStep> step =
-                  make_step(from, after, first, last, stays_in_groups)) {
+          if (std::optional<PlannedStep> step = make_step(from, after, first, last, cost_of)) {
             steps.push_back(std::move(*step));
           }
         }
@@ -219,17 +224,22 @@ class Planner {
     DTensorSpecPtr after;
     for (int64_t first = 0; first < ndim; ++first) {
       for (int64_t last = first; last < ndim; ++last) {
-        if (is_ordinary_step(state, goal, first, last)) continue;
+        // A group of one rank is the single-rank copy's, with no collective.
+        if (is_ordinary_step(state, goal, first, last) ||
+            single_rank_group(from->mesh(), first, last)) {
+          continue;
+        }
         if (!after) after = std::make_shared<const DTensorSpec>(target_);
-        std::optional<GroupExchange> exchange;
-        const auto covered = [&] {
-          exchange = exact_group_exchange(*from, *after, first, last);
-          return exchange.has_value();
+        const auto cost_of = [&](const StepContext&, const Transition&) -> std::optional<Costed> {
+          const std::optional<GroupExchange> exchange =
+              exact_group_exchange(*from, *after, first, last);
+          if (!exchange) return std::nullopt;
+          return Costed{exchange->rank0_sent_bytes,
+                        cross_step_cost(*exchange, collective_costs(from->mesh()))};
         };
-        std::optional<PlannedStep> step = make_step(from, after, first, last, covered);
-        if (!step) continue;
-        step->cost = cross_step_cost(*exchange, collective_costs(from->mesh()));
-        steps.push_back(std::move(*step));
+        if (std::optional<PlannedStep> step = make_step(from, after, first, last, cost_of)) {
+          steps.push_back(std::move(*step));
+        }
       }
     }
   }
@@ -239,7 +249,8 @@ class Planner {
   // would make the step look free.
   static double cross_step_cost(const GroupExchange& exchange, const CollectiveCosts& costs) {
     const double factor = exchange.max_peers > 1 ? costs.all_to_all_factor : 1.0;
-    return costs.latency_us + factor * exchange.max_bytes / costs.bytes_per_us;
+    return costs.latency_us + factor * exchange.max_bytes / costs.bytes_per_us +
+           exchange.max_own_bytes / (costs.bytes_per_us * 10);  // as a local step's copy
   }
 
   // Whether going from `state` to `goal` changes nothing outside [first,
@@ -264,26 +275,35 @@ class Planner {
     }
   }
 
+  // What a step moves from rank 0 and what it costs, or nullopt when its
+  // groups do not hold what they need.
+  struct Costed {
+    int64_t bytes;
+    double cost;
+  };
+  using CostOf = std::function<std::optional<Costed>(const StepContext&, const Transition&)>;
+
   // The step on mesh dims [first, last] from `from` to `after`, when a
-  // transition applies and `exchanges_inside_groups()` (checked only then:
-  // it is the costly part) confirms the group holds what it needs.
+  // transition applies and `cost_of` (asked only then: it is the costly
+  // part) finds that the groups hold what they need.
   std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, DTensorSpecPtr after,
-                                       int64_t first, int64_t last,
-                                       const std::function<bool()>& exchanges_inside_groups) {
+                                       int64_t first, int64_t last, const CostOf& cost_of) {
     std::vector<int64_t> dims;
     for (int64_t m = first; m <= last; ++m) dims.push_back(m);
     // Seen from coordinate 0: applicability and cost must not depend on which
     // rank plans, or ranks would run different collectives.
     StepContext context(*from, *after, dims, std::vector<int64_t>(from->mesh().ndim(), 0));
     const Transition* transition = find_transition(context);
-    if (transition == nullptr || !exchanges_inside_groups()) return std::nullopt;
+    if (transition == nullptr) return std::nullopt;
+    const std::optional<Costed> costed = cost_of(context, *transition);
+    if (!costed) return std::nullopt;
     PlannedStep step;
     step.mesh_dims = std::move(dims);
     step.before = from;
     step.after = std::move(after);
     step.transition = transition;
-    step.bytes = transition->bytes(context);
-    step.cost = step_cost(*transition, context, step.bytes, collective_costs(from->mesh()));
+    step.bytes = costed->bytes;
+    step.cost = costed->cost;
     return step;
   }
 

@@ -415,6 +415,23 @@ TEST(RedistributeTest, CrossStepsExchangeInsideOneMeshDim) {
     for (const Shape& shape : {Shape{8, 3}, Shape{9, 2}}) {
       EXPECT_EQ(run_nd("R,S(0)", "S(0),R", shape, mesh, 1, true), "{ all_to_all_v:1 }");
     }
+    // A Partial that stays outside the group moves as it is.
+    const at::Tensor global = make_global(Shape{8, 6});
+    DeviceMesh cube = init_device_mesh("local", {2, 2, 2});
+    const DTensor source = distribute_tensor(global, cube, parse_placements("P(sum),R,S(0)"));
+    CollectiveCounter counter;
+    const DTensor moved = redistribute_any(source, parse_placements("P(sum),S(0),R"));
+    EXPECT_EQ(testing::describe_counts(counter), "{ all_to_all_v:1 }");
+    EXPECT_TRUE(at::equal(moved.full_tensor(), global));
+  });
+  // Mesh dims of one rank never run a collective, cross step or not
+  // (unless asked to, for measuring).
+  if (single_rank_groups_communicate()) return;
+  run_ranks(4, [](int) {
+    EXPECT_EQ(run_nd("R,R", "S(1),S(0)", Shape{8, 4}, init_device_mesh("local", {1, 4}), 0, true),
+              "{ }");
+    EXPECT_EQ(run_nd("R,S(0)", "S(0),R", Shape{8, 4}, init_device_mesh("local", {4, 1}), 0, true),
+              "{ }");
   });
 }
 

@@ -389,11 +389,30 @@ void check_exchange_in_a_ring(Communicator& comm, c10::ScalarType dtype) {
   expect_same(received, rank_values(previous, {5}), dtype);
 }
 
+// Parts whose strides rise (transposed views) and 0-dim parts, sent on in
+// a ring.
+void check_exchange_of_transposed_and_scalar_parts(Communicator& comm, c10::ScalarType dtype) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  const int next = (me + 1) % n;
+  const int previous = (me + n - 1) % n;
+  const auto options = at::TensorOptions().dtype(dtype).device(comm.device());
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 3}, std::vector<int64_t>{}}) {
+    std::vector<at::Tensor> send(n, at::empty({0}, options)), recv(n, at::empty({0}, options));
+    send[next] = on(comm, rank_values(me, shape), dtype).t();
+    at::Tensor place = on(comm, at::full(shape, 99, at::kLong), dtype);
+    recv[previous] = place.t();
+    comm.exchange(send, recv);
+    expect_same(place, rank_values(previous, shape), dtype);
+  }
+}
+
 }  // namespace
 
 void check_exchange(Communicator& comm, c10::ScalarType dtype) {
   check_exchange_of_strided_parts(comm, dtype);
   check_exchange_in_a_ring(comm, dtype);
+  check_exchange_of_transposed_and_scalar_parts(comm, dtype);
 }
 
 void check_broadcast(Communicator& comm, c10::ScalarType dtype) {
