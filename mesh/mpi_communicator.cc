@@ -440,8 +440,9 @@ void MpiCommunicator::do_all_to_all_v(const at::Tensor& input,
 // part lies (strided parts through a derived datatype): no pack, no unpack.
 void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
                                   const std::vector<at::Tensor>& recv_parts) {
-  // Whatever can fail locally fails before anything is posted: a throw with
-  // messages in flight would let MPI write into freed memory.
+  // Whatever can fail locally fails before anything is posted, or takes the
+  // posted messages back: a throw with messages in flight would let MPI
+  // write into freed memory.
   const at::Tensor& own = send_parts[rank_];
   DTENSOR_CHECK(
       own.sizes() == recv_parts[rank_].sizes() || own.numel() + recv_parts[rank_].numel() == 0,
@@ -460,11 +461,17 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
   describe(recv_parts);
   const size_t receives = types.size();
   describe(send_parts);
-  if (own.numel() > 0) recv_parts[rank_].copy_(own);
   if (exchange_comm_ == MPI_COMM_NULL) {
     check_mpi(MPI_Comm_dup(comm_, &exchange_comm_), "MPI_Comm_dup");
   }
   std::vector<MPI_Request> requests(types.size(), MPI_REQUEST_NULL);
+  // Takes back what was posted before rethrowing.
+  const auto abandon = [&] {
+    for (MPI_Request& request : requests) {
+      if (request != MPI_REQUEST_NULL) MPI_Cancel(&request);
+    }
+    MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  };
   for (size_t i = 0; i < types.size(); ++i) {
     const int p = peers[i];
     const int posted = i < receives ? MPI_Irecv(recv_parts[p].data_ptr(), 1, types[i].type(), p, 0,
@@ -472,12 +479,16 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
                                     : MPI_Isend(send_parts[p].data_ptr(), 1, types[i].type(), p, 0,
                                                 exchange_comm_, &requests[i]);
     if (posted != MPI_SUCCESS) {
-      for (MPI_Request& request : requests) {
-        if (request != MPI_REQUEST_NULL) MPI_Cancel(&request);
-      }
-      MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+      abandon();
       check_mpi(posted, i < receives ? "MPI_Irecv" : "MPI_Isend");
     }
+  }
+  // The rank's own part, while the messages travel.
+  try {
+    if (own.numel() > 0) recv_parts[rank_].copy_(own);
+  } catch (...) {
+    abandon();
+    throw;
   }
   check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
             "MPI_Waitall");

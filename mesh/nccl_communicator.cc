@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,6 +23,7 @@
 #endif
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "dtensor/base/check.h"
 
 namespace dtensor {
@@ -274,7 +274,7 @@ class NcclCommunicator::Launch {
     fn();
   }
 
-  void finish(std::initializer_list<const at::Tensor*> tensors) {
+  void finish(absl::Span<const at::Tensor* const> tensors) {
     if (!follows_caller()) return;  // set_stream: the caller orders and keeps alive
     order(/*waiter=*/caller_, /*signaller=*/stream_);
 #if DTENSOR_TORCH_HAS_CUDA
@@ -629,6 +629,17 @@ void NcclCommunicator::do_all_to_all_v_along(const at::Tensor& input,
     Communicator::do_all_to_all_v_along(input, send_sizes, send_dim, output, recv_sizes, recv_dim);
   });
   launch.finish({&input, &output});
+}
+
+void NcclCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
+                                   const std::vector<at::Tensor>& recv_parts) {
+  Launch launch(*this, "exchange");
+  launch.torch_on_stream([&] { Communicator::do_exchange(send_parts, recv_parts); });
+  std::vector<const at::Tensor*> parts;
+  for (const std::vector<at::Tensor>* side : {&send_parts, &recv_parts}) {
+    for (const at::Tensor& part : *side) parts.push_back(&part);
+  }
+  launch.finish(parts);
 }
 
 void NcclCommunicator::do_broadcast(at::Tensor& tensor, int root) {

@@ -118,6 +118,8 @@ class NcclCommunicator final : public Communicator {
   void do_all_to_all_v_along(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
                              int64_t send_dim, at::Tensor& output,
                              const std::vector<int64_t>& recv_sizes, int64_t recv_dim) override;
+  void do_exchange(const std::vector<at::Tensor>& send_parts,
+                   const std::vector<at::Tensor>& recv_parts) override;
 
  private:
   class Launch;  // one collective call: its stream and its ordering
