@@ -157,38 +157,32 @@ int64_t slice_numel(const at::Tensor& t, int64_t dim) {
   return numel;
 }
 
-// Calls `fn(part, element_offset)` for the consecutive parts of
-// `t` along `dim` that have `sizes` slices each, in order.
-template <typename Fn>
-void for_each_part(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes, Fn fn) {
-  const int64_t per_slice = slice_numel(t, dim);
+// The views of flat `packed` that hold `parts` one after the other, each
+// shaped like its part.
+std::vector<at::Tensor> packed_views(const at::Tensor& packed,
+                                     const std::vector<at::Tensor>& parts) {
+  std::vector<at::Tensor> views;
+  views.reserve(parts.size());
   int64_t offset = 0;
-  for (int64_t size : sizes) {
-    fn(t.narrow(dim, offset, size), offset * per_slice);
-    offset += size;
+  for (const at::Tensor& part : parts) {
+    views.push_back(packed.narrow(0, offset, part.numel()).view(part.sizes()));
+    offset += part.numel();
   }
+  return views;
 }
 
-// Writes the parts of `t` along `dim` into `packed`, each flattened, one
-// after the other.
-void pack_parts(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes,
-                at::Tensor& packed) {
-  for_each_part(t, dim, sizes, [&](const at::Tensor& part, int64_t at) {
-    packed.narrow(0, at, part.numel()).view(part.sizes()).copy_(part);
-  });
+// Writes `parts` into `packed`, each flattened, one after the other.
+void pack_parts(const std::vector<at::Tensor>& parts, at::Tensor& packed) {
+  const std::vector<at::Tensor> views = packed_views(packed, parts);
+  for (size_t p = 0; p < parts.size(); ++p) views[p].copy_(parts[p]);
 }
 
-// The inverse of pack_parts: writes `packed`'s parts into `t` along `dim`,
-// with one cat (one pass over the rows of every part, faster than a strided
-// copy per part).
-void unpack_parts(const at::Tensor& packed, at::Tensor& t, int64_t dim,
-                  const std::vector<int64_t>& sizes) {
-  std::vector<at::Tensor> parts;
-  parts.reserve(sizes.size());
-  for_each_part(t, dim, sizes, [&](const at::Tensor& place, int64_t at) {
-    parts.push_back(packed.narrow(0, at, place.numel()).view(place.sizes()));
-  });
-  at::cat_out(t, parts, dim);
+// The inverse of pack_parts for `slices`, the consecutive slices of `t`
+// along `dim`: one cat (one pass over the rows of every part, faster than a
+// strided copy per part).
+void unpack_slices(const at::Tensor& packed, const std::vector<at::Tensor>& slices, at::Tensor& t,
+                   int64_t dim) {
+  at::cat_out(t, packed_views(packed, slices), dim);
 }
 
 // Staging buffers larger than this are not kept between calls.
@@ -338,6 +332,18 @@ bool Communicator::slices_are_consecutive(const at::Tensor& t, int64_t dim) {
   return true;
 }
 
+std::vector<at::Tensor> Communicator::slices_along(const at::Tensor& t, int64_t dim,
+                                                   const std::vector<int64_t>& sizes) {
+  std::vector<at::Tensor> slices;
+  slices.reserve(sizes.size());
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    slices.push_back(t.narrow(dim, offset, size));
+    offset += size;
+  }
+  return slices;
+}
+
 void Communicator::broadcast(at::Tensor& tensor, int root) {
   ArgumentChecker check(*this, "broadcast");
   check.tensor(tensor, "tensor");
@@ -387,7 +393,7 @@ void Communicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& ou
   if (slices_are_consecutive(output, dim)) return do_all_gather_v(input, output, numel);
   at::Tensor gathered = staging_buffer(0, output.numel(), output.options());
   do_all_gather_v(input, gathered, numel);
-  unpack_parts(gathered, output, dim, sizes_per_rank);
+  unpack_slices(gathered, slices_along(output, dim, sizes_per_rank), output, dim);
 }
 
 void Communicator::do_all_to_all_v_along(const at::Tensor& input,
@@ -397,13 +403,14 @@ void Communicator::do_all_to_all_v_along(const at::Tensor& input,
   at::Tensor packed = input;
   if (!slices_are_consecutive(input, send_dim)) {
     packed = staging_buffer(0, input.numel(), input.options());
-    pack_parts(input, send_dim, send_sizes, packed);
+    pack_parts(slices_along(input, send_dim, send_sizes), packed);
   }
   const bool direct = slices_are_consecutive(output, recv_dim);
   at::Tensor received = direct ? output : staging_buffer(1, output.numel(), output.options());
   do_all_to_all_v(packed, rows_to_numel(send_sizes, slice_numel(input, send_dim)), received,
                   rows_to_numel(recv_sizes, slice_numel(output, recv_dim)));
-  if (!direct) unpack_parts(received, output, recv_dim, recv_sizes);
+  if (!direct)
+    unpack_slices(received, slices_along(output, recv_dim, recv_sizes), output, recv_dim);
 }
 
 namespace {
@@ -437,22 +444,15 @@ void Communicator::do_exchange(const std::vector<at::Tensor>& send_parts,
   std::optional<at::Tensor> packed = only_contiguous_part(send_parts);
   if (!packed) {
     packed = staging_buffer(0, sum_of(send_numel), options);
-    int64_t at = 0;
-    for (const at::Tensor& part : send_parts) {
-      packed->narrow(0, at, part.numel()).view(part.sizes()).copy_(part);
-      at += part.numel();
-    }
+    pack_parts(send_parts, *packed);
   }
   std::optional<at::Tensor> received = only_contiguous_part(recv_parts);
   const bool direct = received.has_value();
   if (!direct) received = staging_buffer(1, sum_of(recv_numel), options);
   do_all_to_all_v(*packed, send_numel, *received, recv_numel);
   if (direct) return;
-  int64_t at = 0;
-  for (const at::Tensor& part : recv_parts) {
-    part.copy_(received->narrow(0, at, part.numel()).view(part.sizes()));
-    at += part.numel();
-  }
+  const std::vector<at::Tensor> views = packed_views(*received, recv_parts);
+  for (size_t p = 0; p < recv_parts.size(); ++p) recv_parts[p].copy_(views[p]);
 }
 
 namespace {

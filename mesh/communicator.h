@@ -206,6 +206,10 @@ class Communicator {
   // Whether consecutive slices of contiguous `t` along `dim` are consecutive
   // memory (no dim before `dim` has more than one index).
   static bool slices_are_consecutive(const at::Tensor& t, int64_t dim);
+  // The consecutive slices of `t` along `dim`, `sizes[p]` of them for rank p:
+  // views, one per rank.
+  static std::vector<at::Tensor> slices_along(const at::Tensor& t, int64_t dim,
+                                              const std::vector<int64_t>& sizes);
 
   // The default runs do_all_to_all_v on one packed buffer each way; a side
   // with a single non-empty contiguous part uses that part as its buffer.

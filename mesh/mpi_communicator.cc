@@ -83,19 +83,6 @@ class PartType {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
 };
 
-// The consecutive slices of `t` along `dim`, `sizes[p]` for rank p.
-std::vector<at::Tensor> slices_of(const at::Tensor& t, int64_t dim,
-                                  const std::vector<int64_t>& sizes) {
-  std::vector<at::Tensor> slices;
-  slices.reserve(sizes.size());
-  int64_t offset = 0;
-  for (int64_t size : sizes) {
-    slices.push_back(t.narrow(dim, offset, size));
-    offset += size;
-  }
-  return slices;
-}
-
 bool mpi_finalized() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -504,7 +491,8 @@ void MpiCommunicator::do_all_to_all_v_along(const at::Tensor& input,
                                             int64_t send_dim, at::Tensor& output,
                                             const std::vector<int64_t>& recv_sizes,
                                             int64_t recv_dim) {
-  do_exchange(slices_of(input, send_dim, send_sizes), slices_of(output, recv_dim, recv_sizes));
+  do_exchange(slices_along(input, send_dim, send_sizes),
+              slices_along(output, recv_dim, recv_sizes));
 }
 
 // S(1) -> R: every rank's part goes straight into its strided place.
@@ -516,7 +504,7 @@ void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor&
     return Communicator::do_all_gather_v_along(input, output, sizes_per_rank,
                                                dim);  // one MPI_Allgatherv
   }
-  do_exchange(std::vector<at::Tensor>(size_, input), slices_of(output, dim, sizes_per_rank));
+  do_exchange(std::vector<at::Tensor>(size_, input), slices_along(output, dim, sizes_per_rank));
 }
 
 void MpiCommunicator::do_broadcast(at::Tensor& tensor, int root) {

@@ -2,6 +2,7 @@
 #include "dtensor/redistribute/cross_step.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,22 @@ Runs intersect(const Runs& a, const Runs& b) {
     (a[i].second < b[j].second ? i : j)++;
   }
   return common;
+}
+
+// The union of two runs lists.
+Runs unite(const Runs& a, const Runs& b) {
+  Runs all(a);
+  all.insert(all.end(), b.begin(), b.end());
+  std::sort(all.begin(), all.end());
+  Runs merged;
+  for (const auto& run : all) {
+    if (!merged.empty() && run.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, run.second);
+    } else {
+      merged.push_back(run);
+    }
+  }
+  return merged;
 }
 
 int64_t count(const Runs& runs) {
@@ -148,6 +165,36 @@ std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const
   exchange.max_own_bytes *= element;
   exchange.rank0_sent_bytes = sent[0] * element;
   return exchange;
+}
+
+bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
+                               int64_t last, int64_t dim) {
+  const std::vector<int64_t>& mesh_shape = from.mesh().shape();
+  const int64_t ranks = from.mesh().size();
+  std::map<std::vector<int64_t>, Runs> held;  // group -> indices of `dim` it holds
+  std::vector<Runs> wanted(ranks);
+  std::vector<std::vector<int64_t>> group_of(ranks);
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    std::vector<int64_t> coordinate = grid_coordinate(rank, mesh_shape);
+    const LocalLayout before = from.layout_at(coordinate);
+    const LocalLayout after = to.layout_at(coordinate);
+    if (before.merged_leading_dims > 1 || after.merged_leading_dims > 1) return false;
+    const std::vector<std::vector<int64_t>>& have = before.global_indices();
+    const std::vector<std::vector<int64_t>>& want = after.global_indices();
+    if (want.size() != have.size()) return false;
+    for (size_t d = 0; d < want.size(); ++d) {
+      if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
+    }
+    std::fill(coordinate.begin() + first, coordinate.begin() + last + 1, 0);
+    Runs& group = held[coordinate];
+    group = unite(group, runs_of(have[dim]));
+    wanted[rank] = runs_of(want[dim]);
+    group_of[rank] = std::move(coordinate);
+  }
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    if (count(intersect(wanted[rank], held[group_of[rank]])) != count(wanted[rank])) return false;
+  }
+  return true;
 }
 
 }  // namespace dtensor::redistribute_internal

@@ -1,8 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/redistribute/cross_step.h: whether one exchange inside the groups
-// of a run of mesh dims can make a whole redistribute, other mesh dims
-// changing too. Internal to the planner.
+// dtensor/redistribute/cross_step.h: what the groups of a run of mesh dims
+// hold of what their members need after a step: whether one exchange inside
+// them can make a whole redistribute, other mesh dims changing too, and
+// whether a step is group-local. Internal to the planner.
 //
 // [R,S(0)] -> [S(0),R] on a (2,2) mesh is such a step over mesh dim 1: each
 // rank needs the rows one member of its mesh-dim-1 group holds, so one
@@ -32,5 +33,16 @@ struct GroupExchange {
 // sorted runs, so Shard and Replicate pieces cost O(1) per pair of ranks.
 std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const DTensorSpec& to,
                                                   int64_t first, int64_t last);
+
+// The exact form of the planner's structural group-locality rule for a step
+// on mesh dims [first, last] that touches tensor dim `dim` alone: in every
+// group, each member's target indices of `dim` are among those the group
+// holds before the step, and its other dims do not change. It admits what
+// the structural rule refuses but stays inside the group, such as FSDP's
+// [SS(d, k), S(d)] -> [R, S(d)] (k the later splitter's size: each dp group
+// holds one tp piece). Checks every group, so the plan stays the same
+// whichever rank makes it; false when a layout merges leading dims.
+bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
+                               int64_t last, int64_t dim);
 
 }  // namespace dtensor::redistribute_internal

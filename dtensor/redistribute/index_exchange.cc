@@ -96,6 +96,19 @@ std::optional<std::vector<Narrow>> box_of(const std::vector<std::vector<int64_t>
   return narrows;
 }
 
+at::Tensor narrow_to(at::Tensor t, const std::vector<Narrow>& box) {
+  for (const Narrow& n : box) t = t.narrow(n.dim, n.start, n.length);
+  return t;
+}
+
+std::vector<int64_t> product_shape(const std::vector<std::vector<int64_t>>& positions) {
+  std::vector<int64_t> shape;
+  shape.reserve(positions.size());
+  for (const std::vector<int64_t>& list : positions)
+    shape.push_back(static_cast<int64_t>(list.size()));
+  return shape;
+}
+
 at::Tensor gather_positions(const at::Tensor& local,
                             const std::vector<std::vector<int64_t>>& positions) {
   at::Tensor out = local;
@@ -114,14 +127,12 @@ at::Tensor gather_positions(const at::Tensor& local,
 
 void scatter_positions(at::Tensor& out, const std::vector<std::vector<int64_t>>& positions,
                        const at::Tensor& block) {
-  std::vector<int64_t> block_shape;
   bool identity = true;
   for (size_t d = 0; d < positions.size(); ++d) {
-    block_shape.push_back(static_cast<int64_t>(positions[d].size()));
     identity = identity && is_identity(positions[d], out.size(d));
   }
   if (block.numel() == 0) return;
-  at::Tensor shaped = block.reshape(block_shape);
+  at::Tensor shaped = block.reshape(product_shape(positions));
   if (identity) {
     out.copy_(shaped);
     return;

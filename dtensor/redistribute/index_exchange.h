@@ -35,6 +35,11 @@ struct Narrow {
 // nullopt otherwise.
 std::optional<std::vector<Narrow>> box_of(const std::vector<std::vector<int64_t>>& positions,
                                           c10::IntArrayRef sizes);
+// `t` cut to `box`: a view, no copy.
+at::Tensor narrow_to(at::Tensor t, const std::vector<Narrow>& box);
+
+// The shape of the product of `positions`: one extent per dim.
+std::vector<int64_t> product_shape(const std::vector<std::vector<int64_t>>& positions);
 
 // The elements of `local` at the product of `positions`, flattened.
 at::Tensor gather_positions(const at::Tensor& local,

@@ -5,7 +5,6 @@
 #include <iomanip>
 #include <map>
 #include <queue>
-#include <set>
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
@@ -21,6 +20,7 @@ namespace {
 
 using redistribute_internal::exact_group_exchange;
 using redistribute_internal::GroupExchange;
+using redistribute_internal::groups_hold_their_targets;
 using Placements = std::vector<PlacementPtr>;
 
 // Tensor dims a placement splits (a Ragged splits the dims merged into rows).
@@ -55,46 +55,6 @@ std::optional<int64_t> single_touched_dim(const Placement& from, const Placement
     return std::nullopt;
   }
   return touched.front();
-}
-
-// The exact form of is_group_local for a step on mesh dims [first, last]
-// that touches tensor dim `dim` alone: in every group, each member's target
-// indices of `dim` are among those the group holds before the step, and its
-// other dims do not change. It admits what the structural rule refuses but
-// stays inside the group, such as FSDP's [SS(d, k), S(d)] -> [R, S(d)] (k
-// the later splitter's size: each dp group holds one tp piece). Checks every
-// group, so the plan stays the same whichever rank makes it.
-bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
-                               int64_t last, int64_t dim) {
-  const std::vector<int64_t>& mesh_shape = from.mesh().shape();
-  const int64_t ranks = from.mesh().size();
-  std::vector<LocalLayout> before, after;
-  std::map<std::vector<int64_t>, std::set<int64_t>> held;  // group -> indices of `dim` it holds
-  std::vector<std::vector<int64_t>> group_of;
-  for (int64_t flat = 0; flat < ranks; ++flat) {
-    std::vector<int64_t> coordinate = grid_coordinate(flat, mesh_shape);
-    before.push_back(from.layout_at(coordinate));
-    after.push_back(to.layout_at(coordinate));
-    // Leading dims merged into rows (a Ragged elsewhere): not this simple check.
-    if (before.back().merged_leading_dims > 1 || after.back().merged_leading_dims > 1) return false;
-    for (int64_t m = first; m <= last; ++m) coordinate[m] = 0;
-    const std::vector<int64_t>& indices = before.back().global_indices()[dim];
-    held[coordinate].insert(indices.begin(), indices.end());
-    group_of.push_back(std::move(coordinate));
-  }
-  for (int64_t flat = 0; flat < ranks; ++flat) {
-    const auto& want = after[flat].global_indices();
-    const auto& have = before[flat].global_indices();
-    if (want.size() != have.size()) return false;
-    for (size_t d = 0; d < want.size(); ++d) {
-      if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
-    }
-    const std::set<int64_t>& group = held[group_of[flat]];
-    for (int64_t index : want[dim]) {
-      if (group.count(index) == 0) return false;
-    }
-  }
-  return true;
 }
 
 // A group of one rank exchanges nothing, whatever the other mesh dims split.

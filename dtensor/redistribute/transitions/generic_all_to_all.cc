@@ -22,23 +22,13 @@ namespace {
 using redistribute_internal::box_of;
 using redistribute_internal::gather_positions;
 using redistribute_internal::Narrow;
+using redistribute_internal::narrow_to;
+using redistribute_internal::product_shape;
 using redistribute_internal::scatter_positions;
 using redistribute_internal::shared_positions;
 using redistribute_internal::SharedPositions;
 
 using Box = std::optional<std::vector<Narrow>>;
-
-std::vector<int64_t> product_shape(const std::vector<std::vector<int64_t>>& positions) {
-  std::vector<int64_t> shape;
-  shape.reserve(positions.size());
-  for (const std::vector<int64_t>& list : positions) shape.push_back(list.size());
-  return shape;
-}
-
-at::Tensor narrowed(at::Tensor t, const std::vector<Narrow>& box) {
-  for (const Narrow& n : box) t = t.narrow(n.dim, n.start, n.length);
-  return t;
-}
 
 class GenericAllToAll final : public Transition {
  public:
@@ -87,10 +77,10 @@ class GenericAllToAll final : public Transition {
     for (int64_t p = 0; p < n; ++p) {
       const SharedPositions& out = exchange.outgoing[p];
       send[p] = exchange.send_boxes[p]
-                    ? narrowed(local, *exchange.send_boxes[p])
+                    ? narrow_to(local, *exchange.send_boxes[p])
                     : gather_positions(local, out.held).view(product_shape(out.held));
       recv[p] = exchange.recv_boxes[p]
-                    ? narrowed(result, *exchange.recv_boxes[p])
+                    ? narrow_to(result, *exchange.recv_boxes[p])
                     : at::empty(product_shape(exchange.incoming[p].wanted), local.options());
     }
     step.communicator()->exchange(send, recv);

@@ -19,6 +19,7 @@ using redistribute_internal::gather_positions;
 using redistribute_internal::merge_leading_dims;
 using redistribute_internal::MergedLocal;
 using redistribute_internal::Narrow;
+using redistribute_internal::narrow_to;
 using redistribute_internal::shared_positions;
 using redistribute_internal::SharedPositions;
 
@@ -40,9 +41,7 @@ class LocalSlice final : public Transition {
     if (slice.box) {
       // The common case (a Shard of Replicate), in two ops: small slices are
       // all fixed cost.
-      at::Tensor kept = local;
-      for (const Narrow& n : *slice.box) kept = kept.narrow(n.dim, n.start, n.length);
-      return kept.clone(at::MemoryFormat::Contiguous);
+      return narrow_to(local, *slice.box).clone(at::MemoryFormat::Contiguous);
     }
     at::Tensor kept = gather_positions(local.reshape(slice.merged_shape), slice.positions);
     // A redistribute's result never shares memory with its source.
