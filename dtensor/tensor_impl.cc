@@ -54,6 +54,7 @@ c10::intrusive_ptr<c10::TensorImpl> DTensorImpl::detached_copy(
                                         std::forward<Version>(version_counter),
                                         allow_tensor_metadata_change);
   copy->set_pending(pending());  // autograd's detached copies wait too
+  copy->inherit_copied_view(*this);
   return copy;
 }
 
@@ -77,6 +78,22 @@ void DTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& i
   local_ = other->local_;
   spec_ = other->spec_;
   set_pending(other->pending());
+  inherit_copied_view(*other);
+}
+
+void DTensorImpl::mark_copied_view(const at::Tensor& source, std::string how) {
+  view_source_ = WeakImpl(source.getIntrusivePtr());
+  view_note_ = std::move(how);
+}
+
+void DTensorImpl::inherit_copied_view(const DTensorImpl& other) {
+  view_source_ = other.view_source_;
+  view_note_ = other.view_note_;
+}
+
+std::optional<std::string> DTensorImpl::lost_write_reason() const {
+  if (view_source_.expired()) return std::nullopt;
+  return view_note_;
 }
 
 void DTensorImpl::set_pending(std::shared_ptr<const PendingWork> work) {

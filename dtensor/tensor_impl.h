@@ -17,6 +17,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include <c10/core/TensorImpl.h>
 
@@ -53,7 +55,20 @@ class DTensorImpl final : public c10::TensorImpl {
   // and spec, checked like the constructor's, and the global sizes follow.
   void replace(at::Tensor local, DTensorSpecPtr spec);
 
-  // Autograd detaches gradients through these; they keep the local shard.
+  // A view op whose input had to be redistributed first returns a copy,
+  // not a view: a write through it would not reach `source` (the DTensor
+  // viewed). Marks this DTensor as such a copy; `how` says how it was made,
+  // for the error a write raises while `source` lives.
+  void mark_copied_view(const at::Tensor& source, std::string how);
+  // Takes `other`'s mark: a view of a copied view is one too.
+  void inherit_copied_view(const DTensorImpl& other);
+  // Why writing into this DTensor would be lost, when it would: it is a
+  // copied view whose source is still alive (autograd's view tracking keeps
+  // it alive as the base, outside inference mode). nullopt otherwise.
+  std::optional<std::string> lost_write_reason() const;
+
+  // Autograd detaches gradients through these; they keep the local shard
+  // (and the copied-view mark).
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       const c10::VariableVersion& version_counter,
       bool allow_tensor_metadata_change) const override;
@@ -76,6 +91,10 @@ class DTensorImpl final : public c10::TensorImpl {
   mutable std::mutex pending_mutex_;
   mutable std::shared_ptr<const PendingWork> pending_;
   mutable std::atomic<bool> has_pending_{false};
+  // Set by mark_copied_view.
+  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  WeakImpl view_source_{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  std::string view_note_;
 };
 
 // Whether `tensor` is a DTensor (its impl is a DTensorImpl).

@@ -52,22 +52,26 @@ int64_t split_ways(const OpCall& call, int64_t dim) {
 }
 
 // The size of input dim `dim` in the piece mesh dim `m` splits: what the mesh
-// dims before it left (placements apply left to right). -1 when they do not
-// leave equal pieces.
-int64_t piece_size(const OpCall& call, int64_t dim, int64_t m) {
+// dims before it left (placements apply left to right), which it adds to
+// `read`. -1 when they do not leave equal pieces.
+int64_t piece_size(const OpCall& call, int64_t dim, int64_t m, std::vector<int64_t>& read) {
   int64_t size = call.input(0).spec->shape()[dim];
   for (int64_t before = 0; before < m; ++before) {
     const auto d = split_dim_of(*call.placement(0, before));
     if (!d || *d != dim) continue;
     if (size % call.mesh().size(before) != 0) return -1;
     size /= call.mesh().size(before);
+    read.push_back(before);
   }
   return size;
 }
 
-// Where the reshape sends a split of input dim `dim`.
+// Where the reshape sends a split of input dim `dim`. A strided result
+// depends on the splits of earlier mesh dims, which it adds to `assumed_kept`
+// (gathering one of them would change the stride).
 PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, int64_t dim,
-                            const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+                            const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                            std::vector<int64_t>& assumed_kept) {
   // Walk groups of dims with equal products.
   size_t i = 0, o = 0;
   while (i < in.size() || o < out.size()) {
@@ -98,7 +102,7 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
       // with one stride per row of the piece the earlier mesh dims left.
       int64_t before = 1;
       for (size_t d = i0; d < static_cast<size_t>(dim); ++d) {
-        const int64_t size = piece_size(call, d, m);
+        const int64_t size = piece_size(call, d, m, assumed_kept);
         if (size < 0) return nullptr;
         before *= size;
       }
@@ -165,13 +169,16 @@ OpRule reshape_rule() {
     std::vector<ShardingRow> rows;
     const PlacementPtr& p = call.placement(0, m);
     PlacementPtr out;
+    std::vector<int64_t> assumed_kept;
     if (p->is_partial()) {
       out = p;
     } else if (const auto dim = split_dim_of(*p); dim && p->merged_leading_dims() <= 1) {
-      out = reshaped_split(call, m, *p, *dim, call.input(0).spec->shape(), target_shape(call));
+      out = reshaped_split(call, m, *p, *dim, call.input(0).spec->shape(), target_shape(call),
+                           assumed_kept);
     }
     if (out != nullptr) {
       ShardingRow row;
+      row.assumes_inputs_kept_on = std::move(assumed_kept);
       row.inputs.assign(call.num_inputs(), Replicate::make());
       row.inputs[0] = p;
       row.outputs = {out};

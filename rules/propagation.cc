@@ -276,7 +276,22 @@ class Engine {
     return cost;
   }
 
+  // Whether every mesh dim some row of `choice` assumes kept keeps each
+  // input's current placement.
+  bool keeps_assumed_inputs(const Choice& choice) const {
+    for (const CandidateRow* row : choice.rows) {
+      for (int64_t kept : row->row.assumes_inputs_kept_on) {
+        const std::vector<PlacementPtr>& inputs = choice.rows[kept]->row.inputs;
+        for (size_t i = 0; i < call_.num_inputs(); ++i) {
+          if (!(*inputs[i] == *call_.placement(i, kept))) return false;
+        }
+      }
+    }
+    return true;
+  }
+
   std::unique_ptr<Propagation> try_choice(const Choice& choice, std::string& error) const {
+    if (!keeps_assumed_inputs(choice)) return nullptr;
     const OpRule* kernel_rule = nullptr;
     for (const CandidateRow* row : choice.rows) {
       if (row->rule != nullptr && row->rule->local_kernel) kernel_rule = row->rule;

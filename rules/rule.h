@@ -42,6 +42,11 @@ namespace dtensor {
 struct ShardingRow {
   std::vector<PlacementPtr> inputs;
   std::vector<PlacementPtr> outputs;
+  // Other mesh dims on which this row holds only if every input keeps the
+  // placement it has now: a row may read them (a view's strided split counts
+  // the pieces earlier mesh dims leave). The engine refuses any combination
+  // that redistributes an input there.
+  std::vector<int64_t> assumes_inputs_kept_on;
 };
 
 // Global shape of every output tensor (Tensor[] returns element by element).

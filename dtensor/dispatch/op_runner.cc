@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/base/check.h"
 #include "dtensor/redistribute/planner.h"
@@ -111,6 +112,50 @@ void check_written_shapes(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVal
   }
 }
 
+// A write into a copied view (DTensorImpl::mark_copied_view) would be lost:
+// raises instead, naming the op and how the copy came about.
+void check_writes_reach_their_tensors(const c10::OperatorHandle& op,
+                                      c10::ArrayRef<c10::IValue> arguments, const Propagation& p) {
+  if (p.updates_layout_in_place) return;  // t_, squeeze_: metadata, not data
+  const std::vector<c10::Argument>& schema = op.schema().arguments();
+  for (size_t a = 0; a < schema.size(); ++a) {
+    const c10::AliasInfo* alias = schema[a].alias_info();
+    if (alias == nullptr || !alias->isWrite()) continue;
+    for_each_tensor_argument(arguments.slice(a, 1), [&](const at::Tensor& t, size_t, int64_t) {
+      if (!is_dtensor(t)) return;
+      const std::optional<std::string> reason = dtensor_impl(t)->lost_write_reason();
+      DTENSOR_CHECK(!reason, op_name_of(op), ": argument ", a, " is written, but it is ", *reason,
+                    ", so the write would not reach that DTensor. Expected a DTensor that shares ",
+                    "memory with what it views: redistribute the viewed DTensor first, then take ",
+                    "the view (or clone() the view to write into a copy on purpose)");
+    });
+  }
+}
+
+// The results of a view op (a return aliasing argument 0, not written) are
+// views only when argument 0 kept its layout; otherwise they are copies, and
+// marked so that writes into them raise. A view of such a copy is one too.
+void mark_copied_view(const c10::OperatorHandle& op, size_t j, c10::ArrayRef<c10::IValue> arguments,
+                      const Propagation& p, const at::Tensor& out) {
+  const c10::AliasInfo* alias = op.schema().returns()[j].alias_info();
+  if (alias == nullptr || alias->isWrite() || !out.defined() || arguments.empty() ||
+      !arguments[0].isTensor() || !is_dtensor(arguments[0].toTensor())) {
+    return;
+  }
+  const at::Tensor& viewed = arguments[0].toTensor();
+  const DTensorImpl& source = *dtensor_impl(viewed);
+  const std::vector<PlacementPtr>& used = p.input_targets.front()->placements();
+  if (same_placements(source.spec()->placements(), used)) {
+    dtensor_impl(out)->inherit_copied_view(source);
+    return;
+  }
+  dtensor_impl(out)->mark_copied_view(
+      viewed, absl::StrCat("the result of ", op_name_of(op), " on a DTensor laid out as [",
+                           placements_to_string(source.spec()->placements()),
+                           "], which had to be redistributed to [", placements_to_string(used),
+                           "] first: a copy, not a view"));
+}
+
 }  // namespace
 
 void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
@@ -142,6 +187,7 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
   const size_t num_arguments = op.schema().arguments().size();
   const std::vector<c10::IValue> arguments(stack.end() - num_arguments, stack.end());
   check_written_shapes(op, arguments, propagation);
+  check_writes_reach_their_tensors(op, arguments, propagation);
   torch::jit::Stack locals = local_arguments(arguments, propagation);
   const DeviceMesh& mesh = propagation.input_targets.front()->mesh();
   if (propagation.local_kernel) {
@@ -161,12 +207,16 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
       }
       stack.push_back(arguments[ret.writes_argument]);
     } else if (ret.kind == ReturnLayout::Kind::kTensor) {
-      stack.push_back(wrap(op, propagation, ret.first_output, locals[j].toTensor(), mesh));
+      at::Tensor out = wrap(op, propagation, ret.first_output, locals[j].toTensor(), mesh);
+      mark_copied_view(op, j, arguments, propagation, out);
+      stack.push_back(std::move(out));
     } else if (ret.kind == ReturnLayout::Kind::kTensorList) {
       c10::List<at::Tensor> list;
       const auto local_list = locals[j].toTensorList();
       for (size_t k = 0; k < local_list.size(); ++k) {
-        list.push_back(wrap(op, propagation, ret.first_output + k, local_list[k], mesh));
+        at::Tensor out = wrap(op, propagation, ret.first_output + k, local_list[k], mesh);
+        mark_copied_view(op, j, arguments, propagation, out);
+        list.push_back(std::move(out));
       }
       stack.push_back(list);
     } else {

@@ -26,6 +26,7 @@ namespace dtensor {
 namespace {
 
 using rules_testing::dist;
+using rules_testing::error_of;
 using rules_testing::iota;
 using rules_testing::placements_of;
 using rules_testing::signed_iota;
@@ -813,6 +814,34 @@ TEST(ViewRulesTest, ViewThatCannotKeepTheSplitGathers) {
   });
 }
 
+// A view whose input must move first is a copy: writes into it raise while
+// the viewed DTensor lives, rather than silently missing it.
+TEST(ViewRulesTest, WritesIntoACopiedViewRaise) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = iota({5, 4});  // 5 rows over 4: flattening gathers
+    at::Tensor x = dist(a, mesh, "S(0)").tensor();
+    at::Tensor flat = x.view({-1});
+    EXPECT_DT(flat, a.view({-1}));
+    EXPECT_CONTAINS(error_of([&] { flat.fill_(5); }), "aten::fill_.Scalar: argument 0 is written");
+    EXPECT_CONTAINS(error_of([&] { flat.view({4, 5}).zero_(); }), "a copy, not a view");
+    EXPECT_CONTAINS(error_of([&] { flat.detach().mul_(2); }), "laid out as [S(0)]");
+    EXPECT_CONTAINS(error_of([&] { x.select(0, 1).copy_(x.select(0, 2)); }),
+                    "aten::select.int on a DTensor laid out as [S(0)]");
+    EXPECT_CONTAINS(error_of([&] { at::add_out(flat, flat, flat); }), "argument");
+    EXPECT_DT(x, a);  // nothing was written
+    // A copy made on purpose takes writes. (Autograd's view tracking keeps
+    // the viewed DTensor alive as the copy's base, so they never would.)
+    EXPECT_DT(flat.clone().fill_(5), at::full({20}, 5.0));
+    // A view that keeps the layout writes through.
+    at::Tensor y = dist(a, mesh, "S(1)").tensor();
+    y.select(0, 1).fill_(9);
+    at::Tensor expected = a.clone();
+    expected.select(0, 1).fill_(9);
+    EXPECT_DT(y, expected, "S(1)");
+  });
+}
+
 // Size-1 dims joining or leaving an uneven split (a bias gradient's
 // [1, 11] -> [11] in Linear's backward) keep it: the blocks are the same.
 TEST(ViewRulesTest, ViewThroughSizeOneDimsKeepsAnUnevenSplit) {
@@ -842,6 +871,23 @@ TEST(ViewRulesTest, View2D) {
     at::Tensor u = iota({5, 6});
     EXPECT_DT(dist(u, mesh, "S(0),S(1)").tensor().view({-1}), u.view({-1}));
     EXPECT_DT(dist(u, mesh, "S(1),S(0)").tensor().view({3, 10}), u.view({3, 10}));
+    // A strided split of the rows cannot be kept, so mesh dim 0 gathers:
+    // mesh dim 1's columns then stride by all 8 rows, not by the 4 a kept
+    // split would have left.
+    EXPECT_DT(dist(a, mesh, "SS(0,2),S(1)").tensor().view({-1}), a.view({-1}));
+  });
+}
+
+// A later mesh dim's strided split counts the rows earlier mesh dims leave,
+// so it may only be kept when they keep theirs.
+TEST(ViewRulesTest, View3DKeepsALaterSplitOnlyWithTheEarlierOnes) {
+  run_ranks(8, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2, 2});
+    const at::Tensor a = iota({6, 4});  // 6 rows over 4 ranks: uneven, gathered
+    EXPECT_DT(dist(a, mesh, "S(0),S(1),S(0)").tensor().view({-1}), a.view({-1}));
+    const at::Tensor b = iota({8, 4});  // even: every split kept
+    EXPECT_DT(dist(b, mesh, "S(0),S(1),S(0)").tensor().view({-1}), b.view({-1}),
+              "S(0),SS(0,4),S(0)");
   });
 }
 
