@@ -90,6 +90,23 @@ ShardingRow partial_row(const OpCall& call, const PlacementPtr& out, Pick pick) 
   return row;
 }
 
+// Whether converting each operand to the first's dtype (copy_ into self)
+// keeps every Partial: the same dtype, or floating to floating (rounding
+// aside, a conversion that sums and orders alike). Truncating to integers,
+// or wrapping them, does not: float terms 0.5 + 0.5 copied into int64 terms
+// would sum to 0, not 1.
+bool conversions_keep_partials(const OpCall& call) {
+  const c10::ScalarType to = call.input(0).spec->dtype();
+  const auto floating = [](c10::ScalarType t) {
+    return c10::isFloatingType(t) || c10::isComplexType(t);
+  };
+  for (size_t k = 1; k < call.num_inputs(); ++k) {
+    const c10::ScalarType from = call.input(k).spec->dtype();
+    if (from != to && !(floating(from) && floating(to))) return false;
+  }
+  return true;
+}
+
 void add_partial_rows(const OpCall& call, int64_t m, Linearity linearity,
                       std::vector<ShardingRow>& rows) {
   const size_t operands = call.num_inputs() - std::count_if(
@@ -126,6 +143,7 @@ void add_partial_rows(const OpCall& call, int64_t m, Linearity linearity,
       all(ReduceOp::kMin);
       break;
     case Linearity::kIdentity:
+      if (!conversions_keep_partials(call)) break;
       for (size_t k = 0; k < call.num_inputs(); ++k) {
         const auto op = call.placement(k, m)->partial_op();
         if (op && !is_out_argument(call, k)) all(*op);

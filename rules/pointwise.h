@@ -34,7 +34,8 @@ enum class Linearity {
   // Partial(min): maximum, minimum.
   kMaxMin,
   // The values pass unchanged: all operands holding the same Partial, of any
-  // op, give it (clone, detach, copy_).
+  // op, give it (clone, detach, copy_; a copy_ between dtypes only from
+  // floating to floating).
   kIdentity,
 };
 

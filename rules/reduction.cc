@@ -105,13 +105,27 @@ std::vector<ShardingRow> reduction_rows(const OpCall& call, const Reduction& r, 
   return rows;
 }
 
-// Sum of the shard over the reduced dims, divided by the GLOBAL count, so the
-// terms of a split reduced dim add up to the mean (Partial(sum)).
-void mean_kernel(const Reduction& r, const c10::OperatorHandle&, torch::jit::Stack& stack,
+// With no reduced dim split, the op itself (exactly the single-device
+// result). Otherwise the sum of the shard over the reduced dims divided by the
+// GLOBAL count, so the terms of a split reduced dim add up to the mean
+// (Partial(sum)); half types sum and divide in float and round once, as
+// libtorch 2.x's own mean does.
+void mean_kernel(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
                  const LocalContext& context) {
   const OpCall& call = context.call;
-  const at::Tensor local = stack[0].toTensor();
   const std::vector<bool> reduced = reduced_dims(call, r);
+  const c10::IValue& dtype_value = call.argument("dtype");
+  const auto dtype = dtype_value.isNone()
+                         ? c10::optional<at::ScalarType>()
+                         : c10::optional<at::ScalarType>(dtype_value.toScalarType());
+  const at::Tensor local = stack[0].toTensor();
+  const at::ScalarType result = dtype ? *dtype : local.scalar_type();
+  DTENSOR_CHECK(at::isFloatingType(result) || at::isComplexType(result), call.op_name(),
+                ": expected a floating point or complex dtype for a mean, found ", result);
+  if (mesh_dims_splitting(context, 0, [&](int64_t dim) { return reduced[dim]; }).empty()) {
+    op.callBoxed(stack);
+    return;
+  }
   const std::vector<int64_t>& shape = call.input(0).spec->shape();
   std::vector<int64_t> dims;
   int64_t count = 1;
@@ -120,15 +134,10 @@ void mean_kernel(const Reduction& r, const c10::OperatorHandle&, torch::jit::Sta
     dims.push_back(static_cast<int64_t>(d));
     count *= shape[d];
   }
-  const c10::IValue& dtype_value = call.argument("dtype");
-  const auto dtype = dtype_value.isNone() ? c10::optional<at::ScalarType>()
-                                          : c10::optional<at::ScalarType>(dtype_value.toScalarType());
-  const at::ScalarType result = dtype ? *dtype : local.scalar_type();
-  DTENSOR_CHECK(at::isFloatingType(result) || at::isComplexType(result), call.op_name(),
-                ": expected a floating point or complex dtype for a mean, found ", result);
-  at::Tensor out = at::sum(local, dims, keepdim(call, r), dtype).div_(count);
+  const bool half = result == at::kHalf || result == at::kBFloat16;
+  at::Tensor out = at::sum(local, dims, keepdim(call, r), half ? at::kFloat : result).div_(count);
   torch::jit::drop(stack, stack.size());
-  stack.push_back(out);
+  stack.push_back(half ? out.to(result) : out);
 }
 
 // max (or min) of |x| over `dims`; an empty shard gives the identity 0 (or inf).
@@ -159,6 +168,10 @@ void norm_kernel(const Reduction& r, const c10::OperatorHandle& op, torch::jit::
   if (dtype_index && !call.argument(*dtype_index).isNone()) {
     x = x.to(call.argument(*dtype_index).toScalarType());
   }
+  // The op itself refuses integers (on whole inputs it runs and says so).
+  DTENSOR_CHECK(at::isFloatingType(x.scalar_type()) || at::isComplexType(x.scalar_type()),
+                call.op_name(), ": expected a floating point or complex input for a norm, found ",
+                x.scalar_type());
   x = x.abs();
   std::vector<int64_t> dims;
   for (size_t d = 0; d < reduced.size(); ++d) {

@@ -222,6 +222,25 @@ TEST(PointwiseRulesTest, PartialLinearity1D) {
   });
 }
 
+// copy_ keeps a Partial only where the conversion sums alike: float terms
+// 0.5 + 0.5 copied into int64 terms would truncate to 0 + 0.
+TEST(PointwiseRulesTest, CopyBetweenDtypesKeepsAPartialOnlyFromFloatToFloat) {
+  run_ranks(2, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2});
+    const DTensor halves = from_local(at::full({3}, 0.5), mesh, parse_placements("P(sum)"));
+    at::Tensor integers =
+        from_local(at::zeros({3}, at::kLong), mesh, parse_placements("P(sum)")).tensor();
+    EXPECT_CONTAINS(error_of([&] { integers.copy_(halves.tensor()); }),
+                    "aten::copy_: no strategy keeps the layout of the tensor written in place");
+    at::Tensor replicated =
+        distribute_tensor(at::zeros({3}, at::kLong), mesh, parse_placements("R")).tensor();
+    EXPECT_DT(replicated.copy_(halves.tensor()), at::ones({3}, at::kLong), "R");
+    at::Tensor doubles =
+        from_local(at::zeros({3}, at::kDouble), mesh, parse_placements("P(sum)")).tensor();
+    EXPECT_DT(doubles.copy_(halves.tensor()), at::ones({3}, at::kDouble), "P(sum)");
+  });
+}
+
 TEST(PointwiseRulesTest, PartialLinearity2D) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
@@ -527,6 +546,25 @@ TEST(ReductionRulesTest, MeanIsExactOverUnevenSplits) {
   });
 }
 
+// Nothing reduced is split: the op itself, bit for bit (a bfloat16 sum of 257
+// ones rounds before or after the division depending on how it is done).
+// Split: the terms sum and divide in float, then round once.
+TEST(ReductionRulesTest, MeanOfHalfTypes) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor ones = at::ones({257}, at::kBFloat16);
+    EXPECT_DT(dist(ones, mesh, "R").tensor().mean(), ones.mean(), "R");
+    const at::Tensor a = signed_iota({6, 257}).div(7).to(at::kBFloat16);
+    EXPECT_DT(dist(a, mesh, "S(0)").tensor().mean(1), a.mean(1), "S(0)");
+    EXPECT_DT(dist(a, mesh, "R").tensor().mean(-1, true), a.mean(-1, true), "R");
+    EXPECT_DT(dist(a.to(at::kHalf), mesh, "S(0)").tensor().mean(1), a.to(at::kHalf).mean(1),
+              "S(0)");
+    // Each term rounds to bfloat16 before the sum: close, not equal.
+    EXPECT_DT(dist(ones, mesh, "S(0)").tensor().mean(), at::ones({}, at::kBFloat16), "P(sum)",
+              1e-2);
+  });
+}
+
 TEST(ReductionRulesTest, Mean2D) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
@@ -611,6 +649,10 @@ TEST(ReductionRulesTest, NormsOverASplitDimCombineWithoutGathering) {
     EXPECT_DT(
         at::linalg_vector_norm(dist(a, mesh, "S(1),S(0)"), inf, std::vector<int64_t>{0}, true),
         at::linalg_vector_norm(a, inf, std::vector<int64_t>{0}, true), "S(1),R");
+    // Integers have no norm, split or not (libtorch says so on whole inputs).
+    const at::Tensor integers = at::arange(12, at::kLong).view({4, 3});
+    EXPECT_CONTAINS(error_of([&] { at::norm(dist(integers, mesh, "S(0),S(1)").tensor()); }),
+                    "expected a floating point or complex input for a norm, found Long");
   });
 }
 
@@ -893,6 +935,26 @@ TEST(ViewRulesTest, View3DKeepsALaterSplitOnlyWithTheEarlierOnes) {
 
 // ===========================================================================
 // Indexing
+
+// Row-wise embedding masks ids outside each rank's rows; ids outside the
+// whole vocabulary raise, as the op on whole inputs does, instead of
+// looking up zeros.
+TEST(IndexingRulesTest, RowwiseEmbeddingOfIdsOutsideTheVocabularyRaises) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor weight = iota({10, 3});
+    const DTensor rowwise = dist(weight, mesh, "S(0)");
+    const at::Tensor ids = at::tensor({0, 9, 4, 4}, at::kLong);
+    EXPECT_DT(at::embedding(rowwise.tensor(), dist(ids, mesh, "R").tensor()),
+              at::embedding(weight, ids), "P(sum)");
+    for (int64_t bad : {10, -1}) {
+      const at::Tensor with_bad = at::tensor({int64_t{0}, bad, int64_t{4}}, at::kLong);
+      EXPECT_CONTAINS(
+          error_of([&] { at::embedding(rowwise.tensor(), dist(with_bad, mesh, "R").tensor()); }),
+          "aten::embedding: expected every id in [0, 10), found ids from ");
+    }
+  });
+}
 
 TEST(IndexingRulesTest, GatherAndScatterKeepASplitOfAnotherDim) {
   run_ranks(4, [](int) {
