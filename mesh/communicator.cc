@@ -422,16 +422,28 @@ std::vector<int64_t> numel_of(const std::vector<at::Tensor>& parts) {
   return numel;
 }
 
-// The flat view of an exchange side's only non-empty part when it is
-// contiguous (a permutation-like exchange: nothing to pack); nullopt otherwise.
-std::optional<at::Tensor> only_contiguous_part(const std::vector<at::Tensor>& parts) {
-  std::optional<at::Tensor> only;
+// The flat tensor an exchange side's non-empty parts tile, in order, when
+// they are contiguous and lie one after another in one storage (a single
+// part, or consecutive views of one buffer): nothing to pack. nullopt
+// otherwise (aliased parts, gaps, strided parts).
+std::optional<at::Tensor> tiled_buffer(const std::vector<at::Tensor>& parts) {
+  const at::Tensor* first = nullptr;
+  const char* next = nullptr;
+  int64_t numel = 0;
   for (const at::Tensor& part : parts) {
     if (part.numel() == 0) continue;
-    if (only || !part.is_contiguous()) return std::nullopt;
-    only = part.view({-1});
+    if (!part.is_contiguous()) return std::nullopt;
+    const auto* begin = static_cast<const char*>(part.data_ptr());
+    if (first == nullptr) {
+      first = &part;
+    } else if (begin != next || !part.is_alias_of(*first)) {
+      return std::nullopt;
+    }
+    next = begin + part.numel() * static_cast<int64_t>(part.element_size());
+    numel += part.numel();
   }
-  return only;
+  if (first == nullptr) return std::nullopt;
+  return first->as_strided({numel}, {1});
 }
 
 }  // namespace
@@ -441,12 +453,12 @@ void Communicator::do_exchange(const std::vector<at::Tensor>& send_parts,
   const std::vector<int64_t> send_numel = numel_of(send_parts);
   const std::vector<int64_t> recv_numel = numel_of(recv_parts);
   const at::TensorOptions options = send_parts[0].options();
-  std::optional<at::Tensor> packed = only_contiguous_part(send_parts);
+  std::optional<at::Tensor> packed = tiled_buffer(send_parts);
   if (!packed) {
     packed = staging_buffer(0, sum_of(send_numel), options);
     pack_parts(send_parts, *packed);
   }
-  std::optional<at::Tensor> received = only_contiguous_part(recv_parts);
+  std::optional<at::Tensor> received = tiled_buffer(recv_parts);
   const bool direct = received.has_value();
   if (!direct) received = staging_buffer(1, sum_of(recv_numel), options);
   do_all_to_all_v(*packed, send_numel, *received, recv_numel);

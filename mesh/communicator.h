@@ -212,7 +212,9 @@ class Communicator {
                                               const std::vector<int64_t>& sizes);
 
   // The default runs do_all_to_all_v on one packed buffer each way; a side
-  // with a single non-empty contiguous part uses that part as its buffer.
+  // whose non-empty parts are contiguous and lie one after another in one
+  // storage (a single part, or consecutive views of one buffer) is its own
+  // buffer.
   virtual void do_exchange(const std::vector<at::Tensor>& send_parts,
                            const std::vector<at::Tensor>& recv_parts);
 };

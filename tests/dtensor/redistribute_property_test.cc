@@ -25,6 +25,7 @@
 #include "mesh/device_mesh.h"
 #include "mesh/local_communicator.h"
 #include "placements/placements.h"
+#include "tests/support/default_paths_communicator.h"
 #include "tests/support/redistribute_cases.h"
 
 namespace dtensor {
@@ -33,16 +34,16 @@ namespace {
 using Shape = std::vector<int64_t>;
 using testing::RedistributeCaseTotals;
 
-// Runs `cases` random cases on a mesh of `mesh_shape` (every rank draws the
-// same sequence from `seed`).
-void run_mesh(const Shape& mesh_shape, int64_t cases, uint32_t seed,
-              RedistributeCaseTotals& totals) {
+// Runs `cases` random cases on a mesh of `mesh_shape` of `backend` (every
+// rank draws the same sequence from `seed`).
+void run_mesh(const Shape& mesh_shape, int64_t cases, uint32_t seed, RedistributeCaseTotals& totals,
+              const char* backend = "local") {
   int world = 1;
   for (int64_t n : mesh_shape) world *= static_cast<int>(n);
   std::string current;  // rank 0's case, for errors thrown out of run_ranks
   try {
     run_ranks(world, [&](int) {
-      testing::run_random_redistribute_cases(init_device_mesh("local", mesh_shape), cases, seed,
+      testing::run_random_redistribute_cases(init_device_mesh(backend, mesh_shape), cases, seed,
                                              totals, &current);
     });
   } catch (const std::exception& e) {
@@ -84,6 +85,24 @@ TEST(RedistributePropertyTest, RandomLayoutsRoundTrip) {
   for (const std::string& message : totals.messages) ADD_FAILURE() << message;
   EXPECT_EQ(totals.failures, 0);
   EXPECT_GE(totals.cases, 5000) << "too few cases ran";
+}
+
+// The same cases through Communicator's default along-dim collectives and
+// exchange, which the local and MPI backends override and NCCL runs.
+TEST(RedistributePropertyTest, RandomLayoutsRoundTripThroughTheDefaultPaths) {
+  testing::register_default_paths_backend();
+  RedistributeCaseTotals totals;
+  uint32_t seed = 31337;
+  for (const auto& [mesh_shape, cases] : std::vector<std::pair<Shape, int64_t>>{
+           {{3}, 300}, {{4}, 300}, {{2, 2}, 300}, {{2, 3}, 200}, {{2, 2, 2}, 200}}) {
+    run_mesh(mesh_shape, cases, seed++, totals, "local_default_paths");
+  }
+  for (const std::string& message : totals.messages) ADD_FAILURE() << message;
+  EXPECT_EQ(totals.failures, 0);
+  EXPECT_GE(totals.cases, 800) << "too few cases ran";
+  run_ranks(4, [](int) {
+    testing::check_issue_collective_counts(init_device_mesh("local_default_paths", {2, 2}));
+  });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/collective_cases.h"
+#include "tests/support/default_paths_communicator.h"
 #include "tests/support/expect_error.h"
 
 namespace dtensor {
@@ -22,6 +23,13 @@ TEST_P(LocalCollectivesTest, EveryCollectiveIsExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LocalCollectivesTest, ::testing::Range(1, 9));
+
+// Communicator's default along-dim collectives and exchange (NCCL's), on
+// the local backend's flat collectives.
+TEST_P(LocalCollectivesTest, EveryCollectiveIsExactThroughTheDefaultPaths) {
+  run_ranks(GetParam(),
+            [](int) { testing::run_all_collective_cases(*testing::default_paths_world()); });
+}
 
 // The in-place gather (each rank's input is its own slot of the output)
 // copies part by part; the other gathers write every part with one cat.

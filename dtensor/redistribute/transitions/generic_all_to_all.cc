@@ -73,15 +73,23 @@ class GenericAllToAll final : public Transition {
     const Exchange& exchange = exchange_of(step);
     const int64_t n = step.group_size();
     at::Tensor result = at::empty(step.my_target_layout().local_shape, local.options());
+    // Pieces that are not boxes of the result arrive one after another in
+    // one buffer (a backend packing the exchange receives straight into it).
+    at::Tensor unboxed = at::empty({exchange.unboxed_numel}, local.options());
+    int64_t offset = 0;
     std::vector<at::Tensor> send(n), recv(n);
     for (int64_t p = 0; p < n; ++p) {
       const SharedPositions& out = exchange.outgoing[p];
       send[p] = exchange.send_boxes[p]
                     ? narrow_to(local, *exchange.send_boxes[p])
                     : gather_positions(local, out.held).view(product_shape(out.held));
-      recv[p] = exchange.recv_boxes[p]
-                    ? narrow_to(result, *exchange.recv_boxes[p])
-                    : at::empty(product_shape(exchange.incoming[p].wanted), local.options());
+      if (exchange.recv_boxes[p]) {
+        recv[p] = narrow_to(result, *exchange.recv_boxes[p]);
+      } else {
+        const SharedPositions& in = exchange.incoming[p];
+        recv[p] = unboxed.narrow(0, offset, in.numel()).view(product_shape(in.wanted));
+        offset += in.numel();
+      }
     }
     step.communicator()->exchange(send, recv);
     for (int64_t p = 0; p < n; ++p) {
@@ -99,6 +107,7 @@ class GenericAllToAll final : public Transition {
   struct Exchange {
     std::vector<SharedPositions> outgoing, incoming;
     std::vector<Box> send_boxes, recv_boxes;
+    int64_t unboxed_numel = 0;  // received into pieces that are not boxes
   };
 
   static const Exchange& exchange_of(const StepContext& step) {
@@ -118,6 +127,7 @@ class GenericAllToAll final : public Transition {
           box_of(exchange.outgoing[p].held, step.my_source_layout().local_shape));
       exchange.recv_boxes.push_back(box_of(exchange.incoming[p].wanted, mine.local_shape));
       received += exchange.incoming[p].numel();
+      if (!exchange.recv_boxes[p]) exchange.unboxed_numel += exchange.incoming[p].numel();
     }
     DTENSOR_CHECK(received == mine.local_numel(),
                   "redistribute: internal: ", step.source().to_string(), " -> ",
