@@ -120,6 +120,7 @@ DeviceMesh::DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t>
   std::vector<int64_t> all_dims(shape_.size());
   std::iota(all_dims.begin(), all_dims.end(), 0);
   create_dim_communicators(all_dims);
+  create_run_communicators();
 }
 
 void DeviceMesh::locate_calling_rank() {
@@ -140,6 +141,16 @@ void DeviceMesh::create_dim_communicators(const std::vector<int64_t>& dims) {
   dim_communicators_.resize(shape_.size());
   for (int64_t dim : dims) {
     dim_communicators_[dim] = context_->communicator_for(partition({dim}, /*all_siblings=*/true));
+  }
+}
+
+void DeviceMesh::create_run_communicators() {
+  for (int64_t first = 0; first < ndim(); ++first) {
+    for (int64_t last = first + 1; last < ndim(); ++last) {
+      std::vector<int64_t> run(last - first + 1);
+      std::iota(run.begin(), run.end(), first);
+      context_->communicator_for(partition(run, /*all_siblings=*/true));
+    }
   }
 }
 
@@ -308,6 +319,7 @@ DeviceMesh DeviceMesh::unflatten(int64_t dim, const std::vector<int64_t>& sizes,
   std::vector<int64_t> new_dims(sizes.size());
   std::iota(new_dims.begin(), new_dims.end(), dim);
   out.create_dim_communicators(new_dims);
+  out.create_run_communicators();
   return out;
 }
 
@@ -320,6 +332,9 @@ std::string DeviceMesh::to_string() const {
 }
 
 bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+  // Ranks count in each mesh's own world: meshes of other worlds (two
+  // sub-communicators, say) are other groups, whatever their ranks say.
+  if (a.world() != b.world()) return false;
   if (a.family_ == b.family_ && a.sibling_ == b.sibling_ && a.shape_ == b.shape_) {
     return a.names_ == b.names_;  // same rank grid: the common case of one mesh reused
   }

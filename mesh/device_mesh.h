@@ -15,10 +15,15 @@
 //
 // Building a mesh, `flatten` and `unflatten` are collective over the world
 // communicator: every world rank, also one outside the mesh, makes the same
-// call in the same order. Slicing (`operator[]`) is local and never creates a
-// communicator: the sub-mesh is the calling rank's slice and reuses the
-// communicators of the dims it keeps. Communicators for a given set of groups
-// are created once and shared by every mesh derived from the same root.
+// call in the same order. They also create the communicators of every run of
+// adjacent dims, so DTensor calls on the mesh (merged redistribute steps
+// included) involve the mesh's ranks only. Slicing (`operator[]`) is local
+// and never creates a communicator: the sub-mesh is the calling rank's slice
+// and reuses the communicators of the dims it keeps; merging dims of a slice
+// that are not adjacent in its root (pp and tp of (pp, dp, tp)) creates a
+// communicator on first use, collectively over the world. Communicators for a
+// given set of groups are created once and shared by every mesh derived from
+// the same root.
 #pragma once
 
 #include <cstdint>
@@ -90,12 +95,12 @@ class DeviceMesh {
   // "DeviceMesh((dp=2, tp=4), ranks=[0, 1, 2, 3, 4, 5, 6, 7])".
   std::string to_string() const;
 
-  // Same ranks, layout and names.
+  // Same world communicator, ranks, layout and names.
   friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);
   friend bool operator!=(const DeviceMesh& a, const DeviceMesh& b) { return !(a == b); }
   template <typename H>
   friend H AbslHashValue(H h, const DeviceMesh& mesh) {
-    return H::combine(std::move(h), mesh.shape_, mesh.names_, mesh.ranks());
+    return H::combine(std::move(h), mesh.world().get(), mesh.shape_, mesh.names_, mesh.ranks());
   }
 
  private:
@@ -109,6 +114,11 @@ class DeviceMesh {
                                               bool all_siblings) const;
   void locate_calling_rank();
   void create_dim_communicators(const std::vector<int64_t>& dims);
+  // The groups of every run of two or more adjacent dims (the whole mesh
+  // among them), which redistribute's merged steps, distribute_tensor and
+  // from_local flatten into: created with the mesh, so that using them later
+  // needs only the mesh's ranks.
+  void create_run_communicators();
 
   std::shared_ptr<Context> context_;
   // Row-major rank grids of this mesh and of its siblings (the meshes other

@@ -57,6 +57,20 @@ std::optional<int64_t> single_touched_dim(const Placement& from, const Placement
   return touched.front();
 }
 
+// Several Partial mesh dims reduce left to right (design.md section 2): a
+// step may reduce mesh dim `m`'s Partial only when every Partial to its left
+// reduces by the same op (the same op commutes with itself; sum and max do
+// not: max over j of the sums over i is not the sum over i of the maxima).
+bool reduces_in_order(const Placements& state, int64_t m) {
+  const std::optional<ReduceOp> op = state[m]->partial_op();
+  if (!op) return true;
+  for (int64_t left = 0; left < m; ++left) {
+    const std::optional<ReduceOp> earlier = state[left]->partial_op();
+    if (earlier && *earlier != *op) return false;
+  }
+  return true;
+}
+
 // A group of one rank exchanges nothing, whatever the other mesh dims split.
 bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
   if (single_rank_groups_communicate()) return false;
@@ -138,6 +152,7 @@ class Planner {
     const int64_t ndim = static_cast<int64_t>(state.size());
     std::vector<PlannedStep> steps;
     for (int64_t first = 0; first < ndim; ++first) {
+      if (!reduces_in_order(state, first)) continue;
       for (int64_t last = first; last < ndim && *state[last] == *state[first]; ++last) {
         for (const PlacementPtr& to :
              candidates(source_.placements(), target_.placements(), first, last)) {

@@ -587,5 +587,65 @@ TEST(RedistributeTest, PartialTargetsRefusedPubliclyButPlannable) {
   });
 }
 
+// Partial mesh dims of different ops reduce left to right, whatever the
+// costs: [P(sum),P(max)] means the max over mesh dim 1 of the sums over mesh
+// dim 0. Reducing the cheaper mesh dim 1 first would give 2 here, not 1.
+TEST(RedistributeTest, PartialsOfDifferentOpsReduceLeftToRight) {
+  run_ranks(8, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4, 2});
+    const std::vector<int64_t>& at = mesh.coordinate();
+    // Terms x[i][j] = 1 at (0, 0) and (1, 1): sums over i are 1 and 1, max 1.
+    const float term = (at[0] == 0 && at[1] == 0) || (at[0] == 1 && at[1] == 1) ? 1 : 0;
+    DTensor sum_then_max = from_local(at::full({1}, term), mesh, parse_placements("P(sum),P(max)"));
+    EXPECT_TRUE(at::equal(sum_then_max.full_tensor(), at::ones({1})));
+    EXPECT_TRUE(at::equal(sum_then_max.redistribute(parse_placements("R,S(0)")).full_tensor(),
+                          at::ones({1})));
+  });
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    const std::vector<int64_t>& at = mesh.coordinate();
+    // [P(max),P(sum)]: the sum over mesh dim 1 of the maxima over mesh dim 0.
+    const float term = at[0] == at[1] ? 1 : 0;
+    DTensor max_then_sum = from_local(at::full({2}, term), mesh, parse_placements("P(max),P(sum)"));
+    const at::Tensor twos = at::full({2}, 2.0);
+    EXPECT_TRUE(at::equal(max_then_sum.full_tensor(), twos));
+    // Keeping mesh dim 0's P(max) while scattering mesh dim 1's sum still
+    // reduces mesh dim 0 first.
+    DTensor kept = max_then_sum.redistribute(parse_placements("P(max),S(0)"));
+    EXPECT_TRUE(at::equal(kept.full_tensor(), twos));
+  });
+}
+
+// Meshes of the same shape on two different sub-communicators are other
+// groups: a plan cached for one must not run on the other's ranks.
+TEST(RedistributeTest, MeshesOfOtherCommunicatorsShareNoPlans) {
+  run_ranks(4, [](int rank) {
+    const std::shared_ptr<Communicator> world = local_world();
+    DeviceMesh pairs(world->split(rank / 2, rank), {2});    // {0,1} and {2,3}
+    DeviceMesh strided(world->split(rank % 2, rank), {2});  // {0,2} and {1,3}
+    EXPECT_NE(pairs, strided);
+    const at::Tensor first = make_global({4, 3});
+    const at::Tensor second = make_global({4, 3}) + 100;
+    EXPECT_TRUE(
+        at::equal(distribute_tensor(first, pairs, parse_placements("S(0)")).full_tensor(), first));
+    EXPECT_TRUE(at::equal(
+        distribute_tensor(second, strided, parse_placements("S(0)")).full_tensor(), second));
+  });
+}
+
+// A mesh over part of the world: DTensor calls on it, merged redistribute
+// steps included, involve only its ranks (the others may leave at once).
+TEST(RedistributeTest, MeshOverPartOfTheWorldNeedsOnlyItsRanks) {
+  run_ranks(8, [](int rank) {
+    DeviceMesh mesh(local_world(), {2, 2}, {"a", "b"}, {0, 1, 2, 3});
+    if (rank >= 4) return;
+    const at::Tensor global = make_global({8, 4});
+    DTensor rows = from_local(global.chunk(4)[rank].clone(), mesh, parse_placements("S(0),S(0)"));
+    EXPECT_TRUE(at::equal(rows.full_tensor(), global));
+    DTensor scattered = distribute_tensor(global, mesh, parse_placements("S(1),S(0)"), 0);
+    EXPECT_TRUE(at::equal(scattered.full_tensor(), global));
+  });
+}
+
 }  // namespace
 }  // namespace dtensor
