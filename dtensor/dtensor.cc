@@ -19,9 +19,27 @@ namespace {
 using redistribute_internal::gather_positions;
 using redistribute_internal::merge_leading_dims;
 
-void check_device(const at::Tensor& tensor, const DeviceMesh& mesh, std::string_view call) {
+// Whether `tensor` lives where `mesh` computes: the backend's device type,
+// and its index when the backend has one (each NCCL rank owns one GPU).
+bool on_mesh_device(const at::Tensor& tensor, const DeviceMesh& mesh) {
+  const c10::Device expected = mesh.device();
+  return tensor.device().type() == expected.type() &&
+         (!expected.has_index() || tensor.device().index() == expected.index());
+}
+
+// What every entry point that takes a plain tensor for a mesh checks, on the
+// calling rank alone (from_local with run_check checks the device on every
+// rank at once instead, see gather_locals).
+void check_local_input(const at::Tensor& tensor, const DeviceMesh& mesh, std::string_view call,
+                       bool check_device = true) {
   DTENSOR_CHECK(tensor.defined(), call, ": expected a defined tensor, found undefined");
-  DTENSOR_CHECK(tensor.device().type() == mesh.device().type(), call, ": expected a tensor on ",
+  DTENSOR_CHECK(!is_dtensor(tensor), call,
+                ": expected a plain tensor, found a DTensor laid out as ",
+                is_dtensor(tensor) ? dtensor_impl(tensor)->spec()->to_string() : "",
+                " (redistribute it instead)");
+  DTENSOR_CHECK(mesh.contains_calling_rank(), call, ": expected the calling rank (world rank ",
+                mesh.world()->rank(), ") to be in ", mesh.to_string(), ", found it outside");
+  DTENSOR_CHECK(!check_device || on_mesh_device(tensor, mesh), call, ": expected a tensor on ",
                 mesh.device(), " (the mesh's ", mesh.world()->backend_name(),
                 " backend), found one on ", tensor.device());
 }
@@ -49,7 +67,7 @@ std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& plac
 
 DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) {
   DTENSOR_CHECK(spec != nullptr, "DTensor: expected a spec, found null");
-  check_device(local, spec->mesh(), "DTensor");
+  check_local_input(local, spec->mesh(), "DTensor");
   tensor_ = from_local_with_grad(local, spec);
 }
 
@@ -144,7 +162,7 @@ DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
 DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
                           const std::vector<PlacementPtr>& placements,
                           std::optional<int64_t> src_rank) {
-  check_device(tensor, mesh, "distribute_tensor");
+  check_local_input(tensor, mesh, "distribute_tensor");
   DTensor out = distribute_detached(tensor.detach(), mesh, placements, src_rank);
   if (tensor.requires_grad()) out.tensor().set_requires_grad(true);
   return out;
@@ -152,31 +170,63 @@ DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
 
 namespace {
 
-// Every rank's local shape and dtype code, gathered over the whole mesh.
+// A fingerprint of `text` that is the same in every process (absl::Hash is
+// seeded per process): FNV-1a.
+int64_t fingerprint(std::string_view text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return static_cast<int64_t>(hash >> 1);
+}
+
+// What from_local's arguments must agree on across ranks.
+struct LocalArguments {
+  const at::Tensor& local;
+  const std::vector<PlacementPtr>& placements;
+  const std::optional<std::vector<int64_t>>& shape;
+};
+
+// Every rank's local shape and dtype code, gathered over the whole mesh,
+// after checking on every rank that all agree on the rest: a check that
+// fails on one rank alone would leave the others waiting in a collective.
 struct GatheredLocals {
   std::vector<std::vector<int64_t>> shapes;  // by flat mesh index
   std::vector<int64_t> dtypes;
 };
 
-GatheredLocals gather_locals(const at::Tensor& local, const DeviceMesh& mesh) {
+GatheredLocals gather_locals(const LocalArguments& arguments, const DeviceMesh& mesh) {
   constexpr int64_t kMaxDims = 16;
-  DTENSOR_CHECK(local.dim() <= kMaxDims, "from_local: expected at most ", kMaxDims, " dims, found ",
-                local.dim());
+  enum Field : int64_t { kDims, kDtype, kPlacements, kShape, kOnDevice, kSizes };
+  const at::Tensor& local = arguments.local;
   std::shared_ptr<Communicator> comm = whole_mesh_communicator(mesh);
-  at::Tensor mine = at::full({kMaxDims + 2}, -1, at::kLong);
-  mine[0] = local.dim();
-  mine[1] = static_cast<int64_t>(local.scalar_type());
-  for (int64_t d = 0; d < local.dim(); ++d) mine[d + 2] = local.size(d);
-  at::Tensor all = at::empty({comm->size(), kMaxDims + 2}, at::kLong);
+  at::Tensor mine = at::full({kSizes + kMaxDims}, -1, at::kLong);
+  mine[kDims] = local.dim();
+  mine[kDtype] = static_cast<int64_t>(local.scalar_type());
+  mine[kPlacements] = fingerprint(placements_to_string(arguments.placements));
+  mine[kShape] = arguments.shape ? fingerprint(absl::StrJoin(*arguments.shape, ",")) : -1;
+  mine[kOnDevice] = on_mesh_device(local, mesh) ? 1 : 0;
+  for (int64_t d = 0; d < std::min<int64_t>(local.dim(), kMaxDims); ++d) {
+    mine[kSizes + d] = local.size(d);
+  }
+  at::Tensor all = at::empty({comm->size(), kSizes + kMaxDims}, at::kLong);
   const at::Tensor device_mine = mine.to(mesh.device());
   at::Tensor device_all = all.to(mesh.device());
   comm->all_gather(device_mine.view({1, -1}), device_all);
   all = device_all.cpu();
+  const int64_t* first = all[0].data_ptr<int64_t>();
   GatheredLocals out;
   for (int64_t r = 0; r < comm->size(); ++r) {
     const int64_t* row = all[r].data_ptr<int64_t>();
-    out.shapes.emplace_back(row + 2, row + 2 + row[0]);
-    out.dtypes.push_back(row[1]);
+    DTENSOR_CHECK(row[kOnDevice] == 1, "from_local: expected every rank's local tensor on its ",
+                  "mesh device (", mesh.world()->backend_name(), " backend), found mesh rank ", r,
+                  "'s elsewhere");
+    DTENSOR_CHECK(row[kDims] <= kMaxDims, "from_local: expected local tensors of at most ",
+                  kMaxDims, " dims, found ", row[kDims], " on mesh rank ", r);
+    DTENSOR_CHECK(row[kPlacements] == first[kPlacements], "from_local: expected the same ",
+                  "placements on every rank, found mesh rank ", r, "'s differ from mesh rank 0's");
+    DTENSOR_CHECK(row[kShape] == first[kShape], "from_local: expected the same options.shape ",
+                  "on every rank, found mesh rank ", r, "'s differ from mesh rank 0's");
+    out.shapes.emplace_back(row + kSizes, row + kSizes + row[kDims]);
+    out.dtypes.push_back(row[kDtype]);
   }
   return out;
 }
@@ -188,7 +238,10 @@ std::vector<PlacementPtr> learn_ragged_units(const std::vector<PlacementPtr>& pl
   for (size_t i = 0; i < out.size(); ++i) {
     const auto* ragged = dynamic_cast<const Ragged*>(out[i].get());
     if (ragged == nullptr) continue;
-    std::vector<int64_t> coordinate = mesh.coordinate();
+    // From the line through coordinate 0 of the other mesh dims, the same
+    // on every rank: the layout check in from_local then passes or fails on
+    // every rank alike.
+    std::vector<int64_t> coordinate(mesh.ndim(), 0);
     std::vector<int64_t> units;
     for (int64_t member = 0; member < mesh.size(i); ++member) {
       coordinate[i] = member;
@@ -229,18 +282,19 @@ std::vector<int64_t> infer_global_shape(const std::vector<PlacementPtr>& placeme
 
 DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
                    const std::vector<PlacementPtr>& placements, FromLocalOptions options) {
-  check_device(local, mesh, "from_local");
-  const at::Tensor contiguous = local.contiguous();
   std::vector<PlacementPtr> resolved = placements;
   bool has_ragged = false;
   for (const PlacementPtr& p : placements) {
     DTENSOR_CHECK(p != nullptr, "from_local: expected placements, found null");
     has_ragged = has_ragged || p->merged_leading_dims() > 0;
   }
+  const bool gather = options.run_check || !options.shape || has_ragged;
+  check_local_input(local, mesh, "from_local", /*check_device=*/!gather);
+  const at::Tensor contiguous = local.contiguous();
   std::vector<int64_t> shape;
   std::optional<GatheredLocals> locals;
-  if (options.run_check || !options.shape || has_ragged) {
-    locals = gather_locals(contiguous, mesh);
+  if (gather) {
+    locals = gather_locals({contiguous, placements, options.shape}, mesh);
     for (size_t r = 0; r < locals->dtypes.size(); ++r) {
       DTENSOR_CHECK(locals->dtypes[r] == static_cast<int64_t>(contiguous.scalar_type()),
                     "from_local: expected every rank's local dtype to be the same, found ",

@@ -53,11 +53,13 @@ DTensor redistribute_async(const DTensor& tensor, const std::vector<PlacementPtr
   const auto index = static_cast<c10::DeviceIndex>(device.index());
   const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(index);
   const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index);
+  // First: the source may itself come from an async redistribute, and
+  // local() orders the caller stream after that work, which the event below
+  // then passes on to the side stream.
+  const at::Tensor& source_local = dtensor_impl(tensor.tensor())->local();
   at::cuda::CUDAEvent inputs_ready;
   inputs_ready.record(caller);
   inputs_ready.block(side);
-
-  const at::Tensor& source_local = dtensor_impl(tensor.tensor())->local();
   DTensor result = [&] {
     c10::cuda::CUDAStreamGuard on_side(side);
     return redistribute_any(tensor, placements);

@@ -5,7 +5,10 @@
 // *_like fills keep the input's layout, with Partial read as Replicate (a
 // fill is a value, not a term). new_* factories take a global size and give
 // a Replicate tensor. Random *_like ops are in random_ops.cc.
+#include <c10/util/strides.h>
+
 #include "placements/replicate.h"
+#include "rules/propagation.h"
 #include "rules/registration.h"
 #include "rules/roles.h"
 
@@ -18,8 +21,11 @@ std::vector<ShardingRow> like_rows(const OpCall& call, int64_t m) {
   return {{{p}, {p}}};
 }
 
+// The input lends its dtype and device, and, for a tensor of its own shape,
+// its layout as *_like does: autograd copies a gradient it cannot take over
+// through new_empty_strided(grad.sizes()), which must not gather it.
 std::vector<ShardingRow> new_rows(const OpCall& call, int64_t m) {
-  // The input only lends its dtype and device: any layout will do.
+  if (call.argument(1).toIntVector() == call.input(0).spec->shape()) return like_rows(call, m);
   return {{{nullptr}, {Replicate::make()}}};
 }
 
@@ -36,6 +42,19 @@ DTENSOR_REGISTER_RULES(factory) {
                   like);
   OpRule fresh;
   fresh.strategy = new_rows;
+  // The shard takes its own size (and, for new_empty_strided, row-major
+  // strides of it).
+  fresh.local_kernel = [](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                          const LocalContext& context) {
+    const std::vector<int64_t>& shape =
+        local_output_shape(context, 0, stack[0].toTensor().scalar_type());
+    stack[1] = c10::IValue(shape);
+    if (op.schema().name() == "aten::new_empty_strided") {
+      const c10::DimVector strides = c10::contiguous_strides(shape);
+      stack[2] = c10::IValue(std::vector<int64_t>(strides.begin(), strides.end()));
+    }
+    op.callBoxed(stack);
+  };
   add_to_existing(registry,
                   {"aten::new_zeros", "aten::new_ones", "aten::new_empty", "aten::new_full",
                    "aten::new_empty_strided"},

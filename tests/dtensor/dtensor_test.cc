@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "dtensor/factories.h"
 #include "dtensor/spec.h"
 #include "mesh/device_mesh.h"
 #include "mesh/local_communicator.h"
@@ -433,6 +434,77 @@ TEST(DTensorTest, FromLocalRunCheckRejectsShardsThatDoNotFitChunking) {
     from_local(at::ones({rows[rank], 3}), mesh, parse_placements("S(0)"));
   });
   EXPECT_EQ(errors, 4) << message;
+}
+
+// Arguments that disagree across ranks raise on every rank (a check failing
+// on one rank alone would leave the others waiting in a collective).
+TEST(DTensorTest, FromLocalRunCheckRejectsArgumentsThatDisagree) {
+  auto [errors, message] = count_errors({2}, [](int rank, const DeviceMesh& mesh) {
+    from_local(at::ones({2, 3}), mesh, parse_placements(rank == 0 ? "S(0)" : "R"));
+  });
+  EXPECT_EQ(errors, 2) << message;
+  EXPECT_NE(message.find("expected the same placements on every rank"), std::string::npos)
+      << message;
+  auto [errors2, message2] = count_errors({2}, [](int rank, const DeviceMesh& mesh) {
+    FromLocalOptions options;
+    options.shape = rank == 0 ? Shape{4, 3} : Shape{3, 3};
+    from_local(at::ones({2, 3}), mesh, parse_placements("S(0)"), options);
+  });
+  EXPECT_EQ(errors2, 2) << message2;
+  EXPECT_NE(message2.find("expected the same options.shape on every rank"), std::string::npos)
+      << message2;
+  auto [errors3, message3] = count_errors({2}, [](int rank, const DeviceMesh& mesh) {
+    const Shape many(rank == 1 ? 17 : 2, 1);
+    from_local(at::ones(many), mesh, parse_placements("R"));
+  });
+  EXPECT_EQ(errors3, 2) << message3;
+  EXPECT_NE(message3.find("at most 16 dims, found 17 on mesh rank 1"), std::string::npos)
+      << message3;
+}
+
+// Ragged units are learned alike on every rank, from the mesh-dim-0 group
+// at coordinate 0: rows 2,1 there give units [2,1], which also split the
+// second group's 2 rows as 1,1 (each rank learning from its own group made
+// ranks 2 and 3 learn [1,1], and raise alone).
+TEST(DTensorTest, FromLocalRaggedUnitsAreLearnedAlikeOnEveryRank) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    const at::Tensor global = make_global({5, 4});
+    const Shape begin = {0, 2, 3, 4}, rows = {2, 1, 1, 1};
+    DTensor dt = from_local(global.narrow(0, begin[rank], rows[rank]).contiguous(), mesh,
+                            parse_placements("S(0),RG(dims=1,units=[1,1])"));
+    EXPECT_EQ(placements_to_string(dt.placements()), "S(0),RG(dims=1,units=[2,1])");
+    EXPECT_TRUE(at::equal(dt.full_tensor(), global));
+  });
+}
+
+TEST(DTensorTest, EntryPointsRejectDTensorsAndRanksOutsideTheMesh) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const DTensor dt = distribute_tensor(at::ones({4, 3}), mesh, parse_placements("S(0)"));
+    DTENSOR_EXPECT_ERROR(distribute_tensor(dt.tensor(), mesh, parse_placements("R")),
+                         "distribute_tensor: expected a plain tensor, found a DTensor laid out as");
+    DTENSOR_EXPECT_ERROR(from_local(dt.tensor(), mesh, parse_placements("R")),
+                         "from_local: expected a plain tensor");
+    DeviceMesh half(local_world(), {2}, {"x"}, {0, 1});
+    if (rank < 2) return;
+    DTENSOR_EXPECT_ERROR(distribute_tensor(at::ones({4}), half, parse_placements("S(0)")),
+                         "to be in DeviceMesh((x=2), ranks=[0, 1]), found it outside");
+    DTENSOR_EXPECT_ERROR(ones({4}, half, parse_placements("R")), "found it outside");
+    DTENSOR_EXPECT_ERROR(rand({4}, half, parse_placements("R"), 1), "found it outside");
+    DTENSOR_EXPECT_ERROR(from_local(at::ones({2}), half, parse_placements("S(0)")),
+                         "found it outside");
+  });
+}
+
+TEST(DTensorTest, FactoriesHonourRequiresGrad) {
+  run_ranks(2, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2});
+    const at::TensorOptions grad = at::TensorOptions().requires_grad(true);
+    EXPECT_TRUE(ones({4}, mesh, parse_placements("S(0)"), grad).tensor().requires_grad());
+    EXPECT_TRUE(randn({4}, mesh, parse_placements("S(0)"), 7, grad).tensor().requires_grad());
+    EXPECT_FALSE(zeros({4}, mesh, parse_placements("S(0)")).tensor().requires_grad());
+  });
 }
 
 TEST(DTensorTest, ConstructorRejectsWrongLocal) {

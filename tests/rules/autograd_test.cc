@@ -166,6 +166,27 @@ TEST(AutogradTest, VocabShardedEmbeddingGradientStaysSharded) {
   }
 }
 
+// Two leaves sharing one incoming gradient: autograd copies it for one of
+// them through new_empty_strided(grad.sizes()), which keeps its layout.
+TEST(AutogradTest, SharedGradientsKeepTheirLayout) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor global = at::arange(32, at::kFloat).reshape({8, 4});
+    DTensor a = distribute_tensor(global.clone().requires_grad_(), mesh, parse_placements("S(0)"));
+    DTensor b = distribute_tensor(global.clone().requires_grad_(), mesh, parse_placements("S(0)"));
+    DTensor w = distribute_tensor(global.cos(), mesh, parse_placements("S(0)"));
+    ((a.tensor() + b.tensor()) * w.tensor()).sum().backward();
+    for (const DTensor* leaf : {&a, &b}) {
+      const DTensor grad(leaf->tensor().grad());
+      EXPECT_EQ(placements_to_string(grad.placements()), "S(0)");
+      EXPECT_TRUE(at::equal(grad.full_tensor(), global.cos()));
+    }
+    const at::Tensor fresh = a.tensor().new_empty_strided({8, 4}, {4, 1});
+    EXPECT_EQ(placements_to_string(DTensor(fresh).placements()), "S(0)");
+    EXPECT_EQ(placements_to_string(DTensor(a.tensor().new_zeros({3})).placements()), "R");
+  });
+}
+
 TEST(AutogradTest, RedistributeBackwardReturnsToSourceLayout) {
   run_ranks(4, [](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
