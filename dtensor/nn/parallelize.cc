@@ -106,7 +106,10 @@ void distribute_parameter(torch::nn::Module& module, const std::string& name,
   DTENSOR_CHECK(!is_dtensor(current), "distribute_parameter: module ", module_type_name(module),
                 ", parameter '", name, "': expected a plain tensor, found a DTensor laid out as ",
                 is_dtensor(current) ? DTensor(current).spec().to_string() : "");
-  at::Tensor laid_out = distribute_tensor(current, mesh, placements).tensor();
+  // The first rank's values count, as PyTorch's src_data_rank=0: ranks whose
+  // initializations differ (unseeded, or threads sharing one generator) still
+  // build one model.
+  at::Tensor laid_out = distribute_tensor(current, mesh, placements, mesh.ranks().front()).tensor();
   replace_parameter(module, name, std::move(laid_out));
   keep_gradients_in_parameter_layout(registered_parameter(module, name));
 }

@@ -93,7 +93,8 @@ void distribute_module(torch::nn::Module& module, const DeviceMesh& mesh,
                        const PartitionFn& partition_fn = {});
 
 // Replaces the parameter `name` of `module` by its value laid out over `mesh`
-// as `placements` (distribute_tensor: every rank holds the same value).
+// as `placements`, the value of the mesh's first rank scattered to the others
+// (PyTorch's src_data_rank=0): ranks may initialize differently.
 void distribute_parameter(torch::nn::Module& module, const std::string& name,
                           const DeviceMesh& mesh, const std::vector<PlacementPtr>& placements);
 

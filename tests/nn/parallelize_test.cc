@@ -453,6 +453,24 @@ TEST(ParallelizeTest, ParametersAreReplacedInPlaceWithRequiresGrad) {
   });
 }
 
+// Ranks that initialize differently still get one model: the mesh's first
+// rank's values are laid out.
+TEST(ParallelizeTest, FirstRanksValuesAreDistributed) {
+  run_ranks(2, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    torch::nn::Linear linear(4, 6);
+    {
+      torch::NoGradGuard no_grad;
+      linear->weight.copy_(at::arange(24, at::kFloat).reshape({6, 4}) + 100 * rank);
+      linear->bias.fill_(rank);
+    }
+    parallelize_module(*linear, mesh, {{"", ColwiseParallel()}});
+    EXPECT_TRUE(at::equal(DTensor(linear->weight).full_tensor(),
+                          at::arange(24, at::kFloat).reshape({6, 4})));
+    EXPECT_TRUE(at::equal(DTensor(linear->bias).full_tensor(), at::zeros({6})));
+  });
+}
+
 // sum's backward expands the (replicated) gradient, so a sharded tensor
 // summed gets a replicated gradient; a distributed parameter's hook slices it
 // to the parameter's layout as it arrives (no communication needed).
