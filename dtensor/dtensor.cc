@@ -4,10 +4,11 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dtensor/autograd/layout_functions.h"
-#include "dtensor/redistribute/async_redistribute.h"
 #include "dtensor/base/check.h"
+#include "dtensor/redistribute/async_redistribute.h"
 #include "dtensor/redistribute/index_exchange.h"
 #include "dtensor/redistribute/planner.h"
 #include "placements/ragged.h"
@@ -128,9 +129,20 @@ DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
   auto root = std::find(ranks.begin(), ranks.end(), *src_rank);
   DTENSOR_CHECK(root != ranks.end(), "distribute_tensor: src_rank: expected a rank of ",
                 mesh.to_string(), ", found ", *src_rank);
-  // One scatter-v: the source sends each rank its piece; the others send nothing.
   const int64_t root_index = root - ranks.begin();
   std::shared_ptr<Communicator> comm = whole_mesh_communicator(mesh);
+  const bool replicated = std::all_of(spread->placements().begin(), spread->placements().end(),
+                                      [](const PlacementPtr& p) { return p->is_replicate(); });
+  if (replicated) {
+    // One broadcast: a scatter would stage a copy of the whole tensor per rank.
+    at::Tensor whole =
+        comm->rank() == root_index
+            ? tensor.contiguous().clone()
+            : at::empty(shape, tensor.options().memory_format(c10::MemoryFormat::Contiguous));
+    comm->broadcast(whole, static_cast<int>(root_index));
+    return redistribute_any(DTensor(whole, spread), spec->placements());
+  }
+  // One scatter-v: the source sends each rank its piece; the others send nothing.
   std::vector<int64_t> send_counts(comm->size(), 0), recv_counts(comm->size(), 0);
   std::vector<at::Tensor> pieces;
   if (comm->rank() == root_index) {
@@ -183,6 +195,7 @@ struct LocalArguments {
   const at::Tensor& local;
   const std::vector<PlacementPtr>& placements;
   const std::optional<std::vector<int64_t>>& shape;
+  const std::optional<std::vector<int64_t>>& stride;
 };
 
 // Every rank's local shape and dtype code, gathered over the whole mesh,
@@ -202,7 +215,9 @@ GatheredLocals gather_locals(const LocalArguments& arguments, const DeviceMesh& 
   mine[kDims] = local.dim();
   mine[kDtype] = static_cast<int64_t>(local.scalar_type());
   mine[kPlacements] = fingerprint(placements_to_string(arguments.placements));
-  mine[kShape] = arguments.shape ? fingerprint(absl::StrJoin(*arguments.shape, ",")) : -1;
+  mine[kShape] =
+      fingerprint(absl::StrCat(arguments.shape ? absl::StrJoin(*arguments.shape, ",") : "none", ";",
+                               arguments.stride ? absl::StrJoin(*arguments.stride, ",") : "none"));
   mine[kOnDevice] = on_mesh_device(local, mesh) ? 1 : 0;
   for (int64_t d = 0; d < std::min<int64_t>(local.dim(), kMaxDims); ++d) {
     mine[kSizes + d] = local.size(d);
@@ -224,7 +239,8 @@ GatheredLocals gather_locals(const LocalArguments& arguments, const DeviceMesh& 
     DTENSOR_CHECK(row[kPlacements] == first[kPlacements], "from_local: expected the same ",
                   "placements on every rank, found mesh rank ", r, "'s differ from mesh rank 0's");
     DTENSOR_CHECK(row[kShape] == first[kShape], "from_local: expected the same options.shape ",
-                  "on every rank, found mesh rank ", r, "'s differ from mesh rank 0's");
+                  "and options.stride on every rank, found mesh rank ", r,
+                  "'s differ from mesh rank 0's");
     out.shapes.emplace_back(row + kSizes, row + kSizes + row[kDims]);
     out.dtypes.push_back(row[kDtype]);
   }
@@ -294,7 +310,7 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
   std::vector<int64_t> shape;
   std::optional<GatheredLocals> locals;
   if (gather) {
-    locals = gather_locals({contiguous, placements, options.shape}, mesh);
+    locals = gather_locals({contiguous, placements, options.shape, options.stride}, mesh);
     for (size_t r = 0; r < locals->dtypes.size(); ++r) {
       DTENSOR_CHECK(locals->dtypes[r] == static_cast<int64_t>(contiguous.scalar_type()),
                     "from_local: expected every rank's local dtype to be the same, found ",

@@ -103,8 +103,9 @@ DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
                           std::optional<int64_t> src_rank = std::nullopt);
 
 struct FromLocalOptions {
-  // Check across ranks that dtypes, placements, `shape` and devices agree and
-  // that local shapes fit the layout; a disagreement raises on every rank.
+  // Check across ranks that dtypes, placements, `shape`, `stride` and devices
+  // agree and that local shapes fit the layout; a disagreement raises on
+  // every rank. Without it, every rank must pass the same arguments.
   bool run_check = true;
   // The global shape; inferred from every rank's local shape when absent.
   std::optional<std::vector<int64_t>> shape;

@@ -10,8 +10,8 @@
 namespace dtensor {
 namespace {
 
-// The factories make leaves that require grad when asked to, as at::ones does.
-DTensor as_leaf(DTensor made, const at::TensorOptions& options) {
+// The factories' results require grad when asked to, as at::ones's do.
+DTensor with_requires_grad(DTensor made, const at::TensorOptions& options) {
   if (options.requires_grad()) made.tensor().set_requires_grad(true);
   return made;
 }
@@ -37,7 +37,7 @@ DTensor make(const std::vector<int64_t>& shape, const DeviceMesh& mesh,
   }
   auto spread_spec = std::make_shared<const DTensorSpec>(spec.with_placements(spread));
   DTensor shard(make_shard(*spread_spec, resolved), spread_spec);
-  return as_leaf(redistribute_any(shard, spec.placements()), options);
+  return with_requires_grad(redistribute_any(shard, spec.placements()), options);
 }
 
 // Generates the global tensor with a seeded CPU generator and keeps the part
@@ -52,7 +52,8 @@ DTensor make_random(const std::vector<int64_t>& shape, const DeviceMesh& mesh,
   const at::TensorOptions cpu = resolved.device(c10::kCPU);
   const at::Tensor global =
       normal ? at::randn(shape, generator, cpu) : at::rand(shape, generator, cpu);
-  return as_leaf(distribute_tensor(global.to(resolved.device()), mesh, placements), options);
+  return with_requires_grad(distribute_tensor(global.to(resolved.device()), mesh, placements),
+                            options);
 }
 
 }  // namespace

@@ -81,19 +81,30 @@ void DTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& i
   inherit_copied_view(*other);
 }
 
-void DTensorImpl::mark_copied_view(const at::Tensor& source, std::string how) {
+void DTensorImpl::mark_copied_view(const at::TensorBase& source, std::string how) {
   view_source_ = WeakImpl(source.getIntrusivePtr());
   view_note_ = std::move(how);
 }
 
 void DTensorImpl::inherit_copied_view(const DTensorImpl& other) {
+  // set_data(x.view(..)) on x itself would make x its own source.
+  if (other.view_source_.lock().get() == this) return;
   view_source_ = other.view_source_;
   view_note_ = other.view_note_;
 }
 
-std::optional<std::string> DTensorImpl::lost_write_reason() const {
-  if (view_source_.expired()) return std::nullopt;
-  return view_note_;
+const std::string* DTensorImpl::lost_write_reason() const {
+  return view_source_.expired() ? nullptr : &view_note_;
+}
+
+void DTensorImpl::release_resources() {
+  local_ = at::Tensor();
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.reset();
+  }
+  view_source_ = WeakImpl(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>());
+  c10::TensorImpl::release_resources();
 }
 
 void DTensorImpl::set_pending(std::shared_ptr<const PendingWork> work) {

@@ -17,7 +17,6 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 
 #include <c10/core/TensorImpl.h>
@@ -59,13 +58,13 @@ class DTensorImpl final : public c10::TensorImpl {
   // not a view: a write through it would not reach `source` (the DTensor
   // viewed). Marks this DTensor as such a copy; `how` says how it was made,
   // for the error a write raises while `source` lives.
-  void mark_copied_view(const at::Tensor& source, std::string how);
+  void mark_copied_view(const at::TensorBase& source, std::string how);
   // Takes `other`'s mark: a view of a copied view is one too.
   void inherit_copied_view(const DTensorImpl& other);
   // Why writing into this DTensor would be lost, when it would: it is a
   // copied view whose source is still alive (autograd's view tracking keeps
-  // it alive as the base, outside inference mode). nullopt otherwise.
-  std::optional<std::string> lost_write_reason() const;
+  // it alive as the base, outside inference mode). Null otherwise.
+  const std::string* lost_write_reason() const;
 
   // Autograd detaches gradients through these; they keep the local shard
   // (and the copied-view mark).
@@ -75,6 +74,9 @@ class DTensorImpl final : public c10::TensorImpl {
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
   void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
+  // Runs when the last strong reference goes; weak ones (a copied view's
+  // mark) keep the object, so the shard is freed here, not in the destructor.
+  void release_resources() override;
 
  private:
   const char* tensorimpl_type_name() const override { return "dtensor::DTensorImpl"; }

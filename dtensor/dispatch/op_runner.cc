@@ -123,8 +123,9 @@ void check_writes_reach_their_tensors(const c10::OperatorHandle& op,
     if (alias == nullptr || !alias->isWrite()) continue;
     for_each_tensor_argument(arguments.slice(a, 1), [&](const at::Tensor& t, size_t, int64_t) {
       if (!is_dtensor(t)) return;
-      const std::optional<std::string> reason = dtensor_impl(t)->lost_write_reason();
-      DTENSOR_CHECK(!reason, op_name_of(op), ": argument ", a, " is written, but it is ", *reason,
+      const std::string* reason = dtensor_impl(t)->lost_write_reason();
+      DTENSOR_CHECK(reason == nullptr, op_name_of(op), ": argument ", a, " is written, but it is ",
+                    reason == nullptr ? "" : *reason,
                     ", so the write would not reach that DTensor. Expected a DTensor that shares ",
                     "memory with what it views: redistribute the viewed DTensor first, then take ",
                     "the view (or clone() the view to write into a copy on purpose)");
@@ -133,8 +134,10 @@ void check_writes_reach_their_tensors(const c10::OperatorHandle& op,
 }
 
 // The results of a view op (a return aliasing argument 0, not written) are
-// views only when argument 0 kept its layout; otherwise they are copies, and
-// marked so that writes into them raise. A view of such a copy is one too.
+// views only when their shard shares the viewed shard's memory: not when
+// argument 0 had to be redistributed first, nor when its shard's strides
+// allowed no view (a local reshape copies). Copies are marked so that
+// writes into them raise; a view of such a copy is one too.
 void mark_copied_view(const c10::OperatorHandle& op, size_t j, c10::ArrayRef<c10::IValue> arguments,
                       const Propagation& p, const at::Tensor& out) {
   const c10::AliasInfo* alias = op.schema().returns()[j].alias_info();
@@ -144,16 +147,22 @@ void mark_copied_view(const c10::OperatorHandle& op, size_t j, c10::ArrayRef<c10
   }
   const at::Tensor& viewed = arguments[0].toTensor();
   const DTensorImpl& source = *dtensor_impl(viewed);
-  const std::vector<PlacementPtr>& used = p.input_targets.front()->placements();
-  if (same_placements(source.spec()->placements(), used)) {
-    dtensor_impl(out)->inherit_copied_view(source);
+  DTensorImpl& result = *dtensor_impl(out);
+  if (result.local().is_alias_of(source.local())) {
+    result.inherit_copied_view(source);
     return;
   }
-  dtensor_impl(out)->mark_copied_view(
-      viewed, absl::StrCat("the result of ", op_name_of(op), " on a DTensor laid out as [",
-                           placements_to_string(source.spec()->placements()),
-                           "], which had to be redistributed to [", placements_to_string(used),
-                           "] first: a copy, not a view"));
+  const std::vector<PlacementPtr>& used = p.input_targets.front()->placements();
+  const std::string before = placements_to_string(source.spec()->placements());
+  // A write into a view reaches its base too: while either lives it is lost.
+  const at::TensorBase& written = viewed.is_view() ? viewed._base() : viewed;
+  result.mark_copied_view(
+      written, same_placements(source.spec()->placements(), used)
+                   ? absl::StrCat("the result of ", op_name_of(op), " on a DTensor laid out as [",
+                                  before, "] whose shard allows no such view: a copy, not a view")
+                   : absl::StrCat("the result of ", op_name_of(op), " on a DTensor laid out as [",
+                                  before, "], which had to be redistributed to [",
+                                  placements_to_string(used), "] first: a copy, not a view"));
 }
 
 }  // namespace

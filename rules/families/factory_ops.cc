@@ -24,9 +24,16 @@ std::vector<ShardingRow> like_rows(const OpCall& call, int64_t m) {
 // The input lends its dtype and device, and, for a tensor of its own shape,
 // its layout as *_like does: autograd copies a gradient it cannot take over
 // through new_empty_strided(grad.sizes()), which must not gather it.
+// new_empty* contents are never read, so a Partial input's layout serves as
+// well (autograd's copy of a shared Partial gradient then stays one).
 std::vector<ShardingRow> new_rows(const OpCall& call, int64_t m) {
-  if (call.argument(1).toIntVector() == call.input(0).spec->shape()) return like_rows(call, m);
-  return {{{nullptr}, {Replicate::make()}}};
+  if (call.argument(1).toIntVector() != call.input(0).spec->shape()) {
+    return {{{nullptr}, {Replicate::make()}}};
+  }
+  const PlacementPtr& p = call.placement(0, m);
+  const bool uninitialized = call.op_name().rfind("aten::new_empty", 0) == 0;
+  if (p->is_partial() && uninitialized) return {{{p}, {p}}};
+  return like_rows(call, m);
 }
 
 }  // namespace
@@ -42,12 +49,13 @@ DTENSOR_REGISTER_RULES(factory) {
                   like);
   OpRule fresh;
   fresh.strategy = new_rows;
-  // The shard takes its own size (and, for new_empty_strided, row-major
-  // strides of it).
+  // A shard takes its own size (and, for new_empty_strided, row-major
+  // strides of it); a whole tensor keeps the strides asked for.
   fresh.local_kernel = [](const c10::OperatorHandle& op, torch::jit::Stack& stack,
                           const LocalContext& context) {
     const std::vector<int64_t>& shape =
         local_output_shape(context, 0, stack[0].toTensor().scalar_type());
+    if (shape == stack[1].toIntVector()) return op.callBoxed(stack);
     stack[1] = c10::IValue(shape);
     if (op.schema().name() == "aten::new_empty_strided") {
       const c10::DimVector strides = c10::contiguous_strides(shape);

@@ -451,7 +451,8 @@ TEST(DTensorTest, FromLocalRunCheckRejectsArgumentsThatDisagree) {
     from_local(at::ones({2, 3}), mesh, parse_placements("S(0)"), options);
   });
   EXPECT_EQ(errors2, 2) << message2;
-  EXPECT_NE(message2.find("expected the same options.shape on every rank"), std::string::npos)
+  EXPECT_NE(message2.find("expected the same options.shape and options.stride on every rank"),
+            std::string::npos)
       << message2;
   auto [errors3, message3] = count_errors({2}, [](int rank, const DeviceMesh& mesh) {
     const Shape many(rank == 1 ? 17 : 2, 1);
@@ -489,11 +490,15 @@ TEST(DTensorTest, EntryPointsRejectDTensorsAndRanksOutsideTheMesh) {
     DeviceMesh half(local_world(), {2}, {"x"}, {0, 1});
     if (rank < 2) return;
     DTENSOR_EXPECT_ERROR(distribute_tensor(at::ones({4}), half, parse_placements("S(0)")),
-                         "to be in DeviceMesh((x=2), ranks=[0, 1]), found it outside");
-    DTENSOR_EXPECT_ERROR(ones({4}, half, parse_placements("R")), "found it outside");
-    DTENSOR_EXPECT_ERROR(rand({4}, half, parse_placements("R"), 1), "found it outside");
+                         "distribute_tensor: expected the calling rank (world rank " +
+                             std::to_string(rank) +
+                             ") to be in DeviceMesh((x=2), ranks=[0, 1]), found it outside");
+    DTENSOR_EXPECT_ERROR(ones({4}, half, parse_placements("R")),
+                         "DTensor: expected the calling rank");
+    DTENSOR_EXPECT_ERROR(rand({4}, half, parse_placements("R"), 1),
+                         "distribute_tensor: expected the calling rank");
     DTENSOR_EXPECT_ERROR(from_local(at::ones({2}), half, parse_placements("S(0)")),
-                         "found it outside");
+                         "from_local: expected the calling rank");
   });
 }
 

@@ -184,6 +184,13 @@ TEST(AutogradTest, SharedGradientsKeepTheirLayout) {
     const at::Tensor fresh = a.tensor().new_empty_strided({8, 4}, {4, 1});
     EXPECT_EQ(placements_to_string(DTensor(fresh).placements()), "S(0)");
     EXPECT_EQ(placements_to_string(DTensor(a.tensor().new_zeros({3})).placements()), "R");
+    // A whole tensor keeps the strides asked for; an uninitialized one keeps
+    // a Partial (its contents are never read), a filled one does not.
+    const at::Tensor whole = distribute_tensor(global, mesh, parse_placements("R")).tensor();
+    EXPECT_EQ(whole.new_empty_strided({8, 4}, {1, 8}).strides(), (at::IntArrayRef{1, 8}));
+    const at::Tensor partial = from_local(global, mesh, parse_placements("P(sum)")).tensor();
+    EXPECT_EQ(placements_to_string(DTensor(partial.new_empty({8, 4})).placements()), "P(sum)");
+    EXPECT_EQ(placements_to_string(DTensor(partial.new_zeros({8, 4})).placements()), "R");
   });
 }
 

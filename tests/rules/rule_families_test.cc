@@ -870,7 +870,15 @@ TEST(ViewRulesTest, WritesIntoACopiedViewRaise) {
     EXPECT_CONTAINS(error_of([&] { flat.detach().mul_(2); }), "laid out as [S(0)]");
     EXPECT_CONTAINS(error_of([&] { x.select(0, 1).copy_(x.select(0, 2)); }),
                     "aten::select.int on a DTensor laid out as [S(0)]");
-    EXPECT_CONTAINS(error_of([&] { at::add_out(flat, flat, flat); }), "argument");
+    EXPECT_CONTAINS(error_of([&] { at::add_out(flat, flat, flat); }),
+                    "aten::add.out: argument 3 is written, but it is the result of aten::view");
+    // A shard whose strides allow no view is copied by the local reshape:
+    // the layout is kept, the memory is not.
+    const at::Tensor b = iota({8, 4});
+    at::Tensor rows = dist(b, mesh, "S(0)").tensor();
+    at::Tensor flat_columns = rows.t().view({-1});
+    EXPECT_DT(flat_columns, b.t().reshape({-1}), "SS(0,4)");
+    EXPECT_CONTAINS(error_of([&] { flat_columns.zero_(); }), "whose shard allows no such view");
     EXPECT_DT(x, a);  // nothing was written
     // A copy made on purpose takes writes. (Autograd's view tracking keeps
     // the viewed DTensor alive as the copy's base, so they never would.)

@@ -70,8 +70,16 @@ class DefaultPathsCommunicator final : public Communicator {
 
 }  // namespace
 
+// One per rank thread and local world, as every backend's world is one
+// object (meshes on other world objects are other meshes).
 std::shared_ptr<Communicator> default_paths_world() {
-  return std::make_shared<DefaultPathsCommunicator>(local_world());
+  thread_local std::shared_ptr<Communicator> inner, world;
+  std::shared_ptr<Communicator> current = local_world();
+  if (current != inner) {
+    inner = current;
+    world = std::make_shared<DefaultPathsCommunicator>(std::move(current));
+  }
+  return world;
 }
 
 void register_default_paths_backend() {

@@ -75,7 +75,8 @@ class GenericAllToAll final : public Transition {
     at::Tensor result = at::empty(step.my_target_layout().local_shape, local.options());
     // Pieces that are not boxes of the result arrive one after another in
     // one buffer (a backend packing the exchange receives straight into it).
-    at::Tensor unboxed = at::empty({exchange.unboxed_numel}, local.options());
+    at::Tensor unboxed;
+    if (exchange.any_unboxed) unboxed = at::empty({exchange.unboxed_numel}, local.options());
     int64_t offset = 0;
     std::vector<at::Tensor> send(n), recv(n);
     for (int64_t p = 0; p < n; ++p) {
@@ -107,7 +108,8 @@ class GenericAllToAll final : public Transition {
   struct Exchange {
     std::vector<SharedPositions> outgoing, incoming;
     std::vector<Box> send_boxes, recv_boxes;
-    int64_t unboxed_numel = 0;  // received into pieces that are not boxes
+    bool any_unboxed = false;   // whether some received piece is not a box
+    int64_t unboxed_numel = 0;  // received into such pieces
   };
 
   static const Exchange& exchange_of(const StepContext& step) {
@@ -127,7 +129,10 @@ class GenericAllToAll final : public Transition {
           box_of(exchange.outgoing[p].held, step.my_source_layout().local_shape));
       exchange.recv_boxes.push_back(box_of(exchange.incoming[p].wanted, mine.local_shape));
       received += exchange.incoming[p].numel();
-      if (!exchange.recv_boxes[p]) exchange.unboxed_numel += exchange.incoming[p].numel();
+      if (!exchange.recv_boxes[p]) {
+        exchange.any_unboxed = true;
+        exchange.unboxed_numel += exchange.incoming[p].numel();
+      }
     }
     DTENSOR_CHECK(received == mine.local_numel(),
                   "redistribute: internal: ", step.source().to_string(), " -> ",
