@@ -103,7 +103,7 @@ void DTensorImpl::release_resources() {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending_.reset();
   }
-  view_source_ = WeakImpl(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>());
+  view_source_.reset();
   c10::TensorImpl::release_resources();
 }
 

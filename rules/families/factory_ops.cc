@@ -4,7 +4,8 @@
 //
 // *_like fills keep the input's layout, with Partial read as Replicate (a
 // fill is a value, not a term). new_* factories take a global size and give
-// a Replicate tensor. Random *_like ops are in random_ops.cc.
+// a Replicate tensor, unless it is the input's own size: then they keep its
+// layout as *_like does. Random *_like ops are in random_ops.cc.
 #include <c10/util/strides.h>
 
 #include "placements/replicate.h"
@@ -23,17 +24,34 @@ std::vector<ShardingRow> like_rows(const OpCall& call, int64_t m) {
 
 // The input lends its dtype and device, and, for a tensor of its own shape,
 // its layout as *_like does: autograd copies a gradient it cannot take over
-// through new_empty_strided(grad.sizes()), which must not gather it.
-// new_empty* contents are never read, so a Partial input's layout serves as
-// well (autograd's copy of a shared Partial gradient then stays one).
-std::vector<ShardingRow> new_rows(const OpCall& call, int64_t m) {
-  if (call.argument(1).toIntVector() != call.input(0).spec->shape()) {
-    return {{{nullptr}, {Replicate::make()}}};
-  }
-  const PlacementPtr& p = call.placement(0, m);
-  const bool uninitialized = call.op_name().rfind("aten::new_empty", 0) == 0;
-  if (p->is_partial() && uninitialized) return {{{p}, {p}}};
-  return like_rows(call, m);
+// through new_empty_strided(grad.sizes()), which must not gather it. When
+// the contents are never read (new_empty*), a Partial input's layout serves
+// as well: autograd's copy of a shared Partial gradient then stays one.
+OpRule new_rule(bool uninitialized) {
+  OpRule rule;
+  rule.strategy = [uninitialized](const OpCall& call, int64_t m) -> std::vector<ShardingRow> {
+    if (call.argument(1).toIntVector() != call.input(0).spec->shape()) {
+      return {{{nullptr}, {Replicate::make()}}};
+    }
+    const PlacementPtr& p = call.placement(0, m);
+    if (p->is_partial() && uninitialized) return {{{p}, {p}}};
+    return like_rows(call, m);
+  };
+  // A shard takes its own size (and, for new_empty_strided, row-major
+  // strides of it); a whole tensor keeps the strides asked for.
+  rule.local_kernel = [](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                         const LocalContext& context) {
+    const std::vector<int64_t>& shape =
+        local_output_shape(context, 0, stack[0].toTensor().scalar_type());
+    if (shape == stack[1].toIntVector()) return op.callBoxed(stack);
+    stack[1] = c10::IValue(shape);
+    if (op.schema().name() == "aten::new_empty_strided") {
+      const c10::DimVector strides = c10::contiguous_strides(shape);
+      stack[2] = c10::IValue(std::vector<int64_t>(strides.begin(), strides.end()));
+    }
+    op.callBoxed(stack);
+  };
+  return rule;
 }
 
 }  // namespace
@@ -47,26 +65,10 @@ DTENSOR_REGISTER_RULES(factory) {
   add_to_existing(registry,
                   {"aten::zeros_like", "aten::ones_like", "aten::empty_like", "aten::full_like"},
                   like);
-  OpRule fresh;
-  fresh.strategy = new_rows;
-  // A shard takes its own size (and, for new_empty_strided, row-major
-  // strides of it); a whole tensor keeps the strides asked for.
-  fresh.local_kernel = [](const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                          const LocalContext& context) {
-    const std::vector<int64_t>& shape =
-        local_output_shape(context, 0, stack[0].toTensor().scalar_type());
-    if (shape == stack[1].toIntVector()) return op.callBoxed(stack);
-    stack[1] = c10::IValue(shape);
-    if (op.schema().name() == "aten::new_empty_strided") {
-      const c10::DimVector strides = c10::contiguous_strides(shape);
-      stack[2] = c10::IValue(std::vector<int64_t>(strides.begin(), strides.end()));
-    }
-    op.callBoxed(stack);
-  };
-  add_to_existing(registry,
-                  {"aten::new_zeros", "aten::new_ones", "aten::new_empty", "aten::new_full",
-                   "aten::new_empty_strided"},
-                  fresh);
+  add_to_existing(registry, {"aten::new_zeros", "aten::new_ones", "aten::new_full"},
+                  new_rule(/*uninitialized=*/false));
+  add_to_existing(registry, {"aten::new_empty", "aten::new_empty_strided"},
+                  new_rule(/*uninitialized=*/true));
 }
 
 }  // namespace dtensor

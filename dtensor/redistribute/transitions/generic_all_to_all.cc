@@ -76,7 +76,7 @@ class GenericAllToAll final : public Transition {
     // Pieces that are not boxes of the result arrive one after another in
     // one buffer (a backend packing the exchange receives straight into it).
     at::Tensor unboxed;
-    if (exchange.any_unboxed) unboxed = at::empty({exchange.unboxed_numel}, local.options());
+    if (exchange.unboxed_numel) unboxed = at::empty({*exchange.unboxed_numel}, local.options());
     int64_t offset = 0;
     std::vector<at::Tensor> send(n), recv(n);
     for (int64_t p = 0; p < n; ++p) {
@@ -108,8 +108,8 @@ class GenericAllToAll final : public Transition {
   struct Exchange {
     std::vector<SharedPositions> outgoing, incoming;
     std::vector<Box> send_boxes, recv_boxes;
-    bool any_unboxed = false;   // whether some received piece is not a box
-    int64_t unboxed_numel = 0;  // received into such pieces
+    // Elements received into pieces that are not boxes; unset when all are.
+    std::optional<int64_t> unboxed_numel;
   };
 
   static const Exchange& exchange_of(const StepContext& step) {
@@ -130,8 +130,7 @@ class GenericAllToAll final : public Transition {
       exchange.recv_boxes.push_back(box_of(exchange.incoming[p].wanted, mine.local_shape));
       received += exchange.incoming[p].numel();
       if (!exchange.recv_boxes[p]) {
-        exchange.any_unboxed = true;
-        exchange.unboxed_numel += exchange.incoming[p].numel();
+        exchange.unboxed_numel = exchange.unboxed_numel.value_or(0) + exchange.incoming[p].numel();
       }
     }
     DTENSOR_CHECK(received == mine.local_numel(),
