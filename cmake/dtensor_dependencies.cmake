@@ -2,6 +2,12 @@
 include(GNUInstallDirs)
 
 find_package(Torch REQUIRED)
+# libtorch 2.14+ refuses standards before C++20 (ATen.h); its CMake config
+# names the standard it needs on the torch target.
+get_target_property(dtensor_torch_cxx_standard torch CXX_STANDARD)
+if(dtensor_torch_cxx_standard GREATER CMAKE_CXX_STANDARD)
+  set(CMAKE_CXX_STANDARD ${dtensor_torch_cxx_standard})
+endif()
 # The C API is all dtensor uses; skip the deprecated C++ bindings.
 set(MPI_CXX_SKIP_MPICXX ON)
 find_package(MPI REQUIRED COMPONENTS CXX)

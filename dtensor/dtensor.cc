@@ -45,6 +45,12 @@ void check_local_input(const at::Tensor& tensor, const DeviceMesh& mesh, std::st
                 " backend), found one on ", tensor.device());
 }
 
+// `tensor`, with a lazy conjugate or negation applied: collectives move the
+// bytes in memory, which such a view reads differently.
+at::Tensor with_values_in_memory(const at::Tensor& tensor) {
+  return tensor.resolve_conj().resolve_neg();
+}
+
 std::vector<PlacementPtr> all_replicate(size_t n) {
   return std::vector<PlacementPtr>(n, Replicate::make());
 }
@@ -69,7 +75,7 @@ std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& plac
 DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) {
   DTENSOR_CHECK(spec != nullptr, "DTensor: expected a spec, found null");
   check_local_input(local, spec->mesh(), "DTensor");
-  tensor_ = from_local_with_grad(local, spec);
+  tensor_ = from_local_with_grad(with_values_in_memory(local), spec);
 }
 
 DTensor::DTensor(at::Tensor tensor) : tensor_(std::move(tensor)) { dtensor_impl(tensor_); }
@@ -175,7 +181,8 @@ DTensor distribute_tensor(const at::Tensor& tensor, const DeviceMesh& mesh,
                           const std::vector<PlacementPtr>& placements,
                           std::optional<int64_t> src_rank) {
   check_local_input(tensor, mesh, "distribute_tensor");
-  DTensor out = distribute_detached(tensor.detach(), mesh, placements, src_rank);
+  DTensor out =
+      distribute_detached(with_values_in_memory(tensor.detach()), mesh, placements, src_rank);
   if (tensor.requires_grad()) out.tensor().set_requires_grad(true);
   return out;
 }

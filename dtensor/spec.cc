@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include "dtensor/spec.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "absl/base/call_once.h"
@@ -15,6 +16,25 @@ struct DTensorSpec::MinLocalSizes {
   std::vector<int64_t> sizes;
 };
 
+namespace {
+
+// Whether the byte count (numel times `element_size`) and the row-major
+// strides of non-negative `shape` fit in int64: everything downstream
+// multiplies sizes unchecked.
+bool bytes_and_strides_fit(const std::vector<int64_t>& shape, int64_t element_size) {
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  int64_t bytes = element_size, stride = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!empty && __builtin_mul_overflow(bytes, shape[d], &bytes)) return false;
+    if (d > 0 && __builtin_mul_overflow(stride, std::max<int64_t>(shape[d], 1), &stride)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
                          std::vector<int64_t> shape, c10::ScalarType dtype)
     : mesh_(std::move(mesh)), shape_(std::move(shape)), dtype_(dtype) {
@@ -22,6 +42,9 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
     DTENSOR_CHECK(extent >= 0, "DTensor shape: expected non-negative sizes, found [",
                   absl::StrJoin(shape_, ", "), "]");
   }
+  DTENSOR_CHECK(bytes_and_strides_fit(shape_, static_cast<int64_t>(c10::elementSize(dtype_))),
+                "DTensor shape: expected sizes whose strides and product in bytes fit in 64 bits, ",
+                "found [", absl::StrJoin(shape_, ", "), "] of ", dtype_);
   placements_ = normalize_placements(placements, ndim(), mesh_.shape());
   for (const PlacementPtr& p : placements_) {
     if (std::optional<ReduceOp> op = p->partial_op())

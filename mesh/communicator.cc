@@ -25,6 +25,17 @@ int64_t row_numel(const at::Tensor& t) {
   return numel;
 }
 
+bool same_memory(const at::Tensor& a, const at::Tensor& b) {
+  return a.data_ptr() == b.data_ptr() && a.nbytes() == b.nbytes();
+}
+
+bool are_apart(const at::Tensor& a, const at::Tensor& b) {
+  const auto* a_begin = static_cast<const char*>(a.data_ptr());
+  const auto* b_begin = static_cast<const char*>(b.data_ptr());
+  return a.nbytes() == 0 || b.nbytes() == 0 || a_begin + a.nbytes() <= b_begin ||
+         b_begin + b.nbytes() <= a_begin;
+}
+
 class ArgumentChecker {
  public:
   ArgumentChecker(const Communicator& comm, const char* call) : comm_(comm), call_(call) {}
@@ -35,6 +46,15 @@ class ArgumentChecker {
                   ": expected a contiguous tensor, found strides ", t.strides(), " for sizes ",
                   t.sizes());
     device(t, name);
+    stored_as_read(t, name);
+  }
+
+  // Backends move raw bytes: a lazily conjugated or negated view would
+  // travel without its conjugation or negation.
+  void stored_as_read(const at::Tensor& t, const char* name) const {
+    DTENSOR_CHECK(!t.is_conj() && !t.is_neg(), call_, ": ", name,
+                  ": expected a tensor whose memory holds its values, found a lazy ",
+                  t.is_conj() ? "conjugate" : "negation", " (call resolve_conj()/resolve_neg())");
   }
 
   void device(const at::Tensor& t, const char* name) const {
@@ -85,6 +105,7 @@ class ArgumentChecker {
       DTENSOR_CHECK(parts[r].defined(), call_, ": ", name, "[", r,
                     "]: expected a defined tensor, found undefined");
       device(parts[r], name);
+      stored_as_read(parts[r], name);
     }
   }
 
@@ -108,13 +129,19 @@ class ArgumentChecker {
 
   // `output` is `input` itself (when `may_be_input`) or apart from it.
   void apart(const at::Tensor& input, const at::Tensor& output, bool may_be_input) const {
-    const auto* in = static_cast<const char*>(input.data_ptr());
-    const auto* out = static_cast<const char*>(output.data_ptr());
-    const bool same = in == out && input.nbytes() == output.nbytes();
-    const bool apart = in + input.nbytes() <= out || out + output.nbytes() <= in;
-    DTENSOR_CHECK(apart || (may_be_input && same), call_, ": output: expected ",
-                  may_be_input ? "the input itself or " : "", "memory apart from the input, ",
-                  "found an overlap");
+    DTENSOR_CHECK(are_apart(input, output) || (may_be_input && same_memory(input, output)), call_,
+                  ": output: expected ", may_be_input ? "the input itself or " : "",
+                  "memory apart from the input, found an overlap");
+  }
+
+  // `input` is apart from `output` or is exactly `own_slot`, this rank's
+  // place in it (a gather in place).
+  void apart_or_at(const at::Tensor& input, const at::Tensor& output,
+                   const at::Tensor& own_slot) const {
+    DTENSOR_CHECK(
+        are_apart(input, output) || (own_slot.is_contiguous() && same_memory(input, own_slot)),
+        call_, ": input: expected memory apart from the output or this rank's own slot of it, ",
+        "found an overlap");
   }
 
   void dim(int64_t dim, const at::Tensor& t, const char* name) const {
@@ -148,6 +175,12 @@ std::vector<int64_t> rows_to_numel(absl::Span<const int64_t> rows, int64_t numel
   std::vector<int64_t> numel(rows.begin(), rows.end());
   for (int64_t& n : numel) n *= numel_per_row;
   return numel;
+}
+
+// This rank's slices of gathered `output`: `sizes[r]` slices along `dim` per rank r.
+at::Tensor own_slot(const at::Tensor& output, int64_t dim, absl::Span<const int64_t> sizes,
+                    int rank) {
+  return output.narrow(dim, sum_of(sizes.first(rank)), sizes[rank]);
 }
 
 // Elements in one slice of `t` along `dim`.
@@ -231,6 +264,7 @@ void Communicator::all_gather(const at::Tensor& input, at::Tensor& output) {
   ArgumentChecker check(*this, "all_gather");
   check.input_and_output(input, output);
   check.shape(output, "output", size() * rows_of(input), input);
+  check.apart_or_at(input, output, output.narrow(0, rank() * rows_of(input), rows_of(input)));
   do_all_gather(input, output);
 }
 
@@ -241,6 +275,7 @@ void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
   check.counts(rows_per_rank, "rows_per_rank");
   check.shape(input, "input", rows_per_rank[rank()], input);
   check.shape(output, "output", sum_of(rows_per_rank), input);
+  check.apart_or_at(input, output, own_slot(output, 0, rows_per_rank, rank()));
   do_all_gather_v(input, output, rows_to_numel(rows_per_rank, row_numel(input)));
 }
 
@@ -252,6 +287,7 @@ void Communicator::all_gather_v(const at::Tensor& input, at::Tensor& output,
   check.dim(dim, output, "dim");
   check.shape_along(output, "output", dim, sum_of(sizes_per_rank), output, dim);
   check.shape_along(input, "input", dim, sizes_per_rank[rank()], output, dim);
+  check.apart_or_at(input, output, own_slot(output, dim, sizes_per_rank, rank()));
   do_all_gather_v_along(input, output, {sizes_per_rank.begin(), sizes_per_rank.end()}, dim);
 }
 
@@ -283,6 +319,7 @@ void Communicator::all_to_all(const at::Tensor& input, at::Tensor& output) {
                 "all_to_all: input rows: expected a multiple of the group size ", size(),
                 ", found ", rows_of(input));
   check.shape(output, "output", rows_of(input), input);
+  check.apart(input, output, /*may_be_input=*/false);
   do_all_to_all(input, output);
 }
 
@@ -294,6 +331,7 @@ void Communicator::all_to_all_v(const at::Tensor& input, absl::Span<const int64_
   check.counts(recv_rows, "recv_rows");
   check.shape(input, "input", sum_of(send_rows), input);
   check.shape(output, "output", sum_of(recv_rows), input);
+  check.apart(input, output, /*may_be_input=*/false);
   const int64_t per_row = row_numel(input);
   do_all_to_all_v(input, rows_to_numel(send_rows, per_row), output,
                   rows_to_numel(recv_rows, per_row));
@@ -311,6 +349,7 @@ void Communicator::all_to_all_v(const at::Tensor& input, absl::Span<const int64_
   check.shape_along(input, "input", send_dim, sum_of(send_sizes), input, send_dim);
   // Only the cut dims may differ between input and output.
   check.shape_along(output, "output", recv_dim, sum_of(recv_sizes), input, send_dim);
+  check.apart(input, output, /*may_be_input=*/false);
   do_all_to_all_v_along(input, {send_sizes.begin(), send_sizes.end()}, send_dim, output,
                         {recv_sizes.begin(), recv_sizes.end()}, recv_dim);
 }
@@ -355,11 +394,24 @@ void Communicator::scatter(const at::Tensor& input, at::Tensor& output, int root
   ArgumentChecker check(*this, "scatter");
   check.peer(root, "root");
   check.tensor(output, "output");
+  // Only the root can check its input, and the others would wait for it in
+  // the scatter if it stopped: it tells them first.
+  std::string root_problem;
   if (rank() == root) {
-    check.tensor(input, "input");
-    check.same_dtype(input, output);
-    check.shape(input, "input", size() * rows_of(output), output);
+    try {
+      check.tensor(input, "input");
+      check.same_dtype(input, output);
+      check.shape(input, "input", size() * rows_of(output), output);
+    } catch (const Error& e) {
+      root_problem = e.what();
+    }
   }
+  at::Tensor root_failed = at::full({1}, root_problem.empty() ? 0 : 1,
+                                    at::TensorOptions().dtype(at::kInt).device(device()));
+  do_broadcast(root_failed, root);
+  if (!root_problem.empty()) throw Error(root_problem);
+  DTENSOR_CHECK(root_failed.item<int>() == 0, "scatter: expected a valid input on root rank ", root,
+                ", found that it refused its input (its error says why)");
   do_scatter(input, output, root);
 }
 

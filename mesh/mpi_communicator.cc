@@ -431,10 +431,11 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
   // posted messages back: a throw with messages in flight would let MPI
   // write into freed memory.
   const at::Tensor& own = send_parts[rank_];
-  DTENSOR_CHECK(
-      own.sizes() == recv_parts[rank_].sizes() || own.numel() + recv_parts[rank_].numel() == 0,
-      "exchange: the part rank ", rank_, " sends itself has shape ", own.sizes(),
-      ", its place shape ", recv_parts[rank_].sizes());
+  // As from any peer, only the element counts must agree (communicator.h).
+  DTENSOR_CHECK(own.numel() == recv_parts[rank_].numel(), "exchange: the part rank ", rank_,
+                " sends itself: expected the ", recv_parts[rank_].numel(),
+                " elements of its place (shape ", recv_parts[rank_].sizes(), "), found ",
+                own.numel(), " (shape ", own.sizes(), ")");
   std::vector<int> peers;  // of `types`: the receives, then the sends
   std::vector<PartType> types;
   types.reserve(2 * size_);
@@ -472,7 +473,7 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
   }
   // The rank's own part, while the messages travel.
   try {
-    if (own.numel() > 0) recv_parts[rank_].copy_(own);
+    if (own.numel() > 0) recv_parts[rank_].copy_(own.reshape(recv_parts[rank_].sizes()));
   } catch (...) {
     abandon();
     throw;

@@ -144,12 +144,12 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
   }
   const LayoutIndices indices =
       restricted_indices(global_shape, mesh_shape, coordinate, normalized, layout.merged_leading_dims);
-  const LayoutIndices full(global_shape, layout.merged_leading_dims);
+  const std::vector<int64_t> extents =
+      LayoutIndices::extents(global_shape, layout.merged_leading_dims);
   for (size_t d = 0; d < indices.lists().size(); ++d) {
     const std::vector<int64_t>& held = indices.lists()[d];
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
-    layout.global_offset.push_back(held.empty() ? static_cast<int64_t>(full.lists()[d].size())
-                                                : held.front());
+    layout.global_offset.push_back(held.empty() ? extents[d] : held.front());
   }
   std::call_once(layout.index_lists->once,
                  [&] { layout.index_lists->lists = indices.lists(); });

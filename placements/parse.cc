@@ -88,7 +88,7 @@ class Parser {
   PlacementArguments::Argument argument() {
     PlacementArguments::Argument arg;
     arg.column = skip_space();
-    if (std::isalpha(peek()) || peek() == '_') {
+    if (std::isalpha(static_cast<unsigned char>(peek())) || peek() == '_') {
       std::string word = identifier("an argument");
       if (accept('=')) {
         arg.key = std::move(word);
@@ -106,7 +106,7 @@ class Parser {
         while (accept(',')) arg.list.push_back(integer());
         expect(']');
       }
-    } else if (std::isalpha(peek()) || peek() == '_') {
+    } else if (std::isalpha(static_cast<unsigned char>(peek())) || peek() == '_') {
       arg.kind = PlacementArguments::Argument::Kind::kName;
       arg.name = identifier("a value");
     } else {

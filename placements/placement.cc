@@ -2,6 +2,7 @@
 #include "placements/placement.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "absl/hash/hash.h"
@@ -15,12 +16,20 @@ LayoutIndices::LayoutIndices(const std::vector<int64_t>& global_shape, int64_t m
   DTENSOR_CHECK(merged_ <= std::max<int64_t>(tensor_ndim_, 1), "layout: expected at most ",
                 tensor_ndim_, " leading dims to merge for a ", tensor_ndim_, "-D tensor, found ",
                 merged_);
-  if (tensor_ndim_ == 0) return;
-  int64_t rows = 1;
-  for (int64_t d = 0; d < merged_; ++d) rows *= global_shape[d];
-  lists_.emplace_back(rows);
-  for (int64_t d = merged_; d < tensor_ndim_; ++d) lists_.emplace_back(global_shape[d]);
-  for (std::vector<int64_t>& list : lists_) std::iota(list.begin(), list.end(), int64_t{0});
+  for (int64_t extent : extents(global_shape, merged_)) {
+    lists_.emplace_back(extent);
+    std::iota(lists_.back().begin(), lists_.back().end(), int64_t{0});
+  }
+}
+
+std::vector<int64_t> LayoutIndices::extents(const std::vector<int64_t>& global_shape,
+                                            int64_t merged) {
+  if (global_shape.empty()) return {};
+  const auto rows_end = global_shape.begin() + std::max<int64_t>(merged, 1);
+  std::vector<int64_t> out = {
+      std::accumulate(global_shape.begin(), rows_end, int64_t{1}, std::multiplies<int64_t>())};
+  out.insert(out.end(), rows_end, global_shape.end());
+  return out;
 }
 
 int64_t LayoutIndices::list_of(int64_t dim) const {
@@ -58,9 +67,10 @@ size_t PlacementListHash::operator()(const std::vector<PlacementPtr>& placements
 }
 
 ChunkRange torch_chunk_range(int64_t length, int64_t n, int64_t r) {
-  const int64_t chunk = n == 0 ? 0 : (length + n - 1) / n;
+  // Written so that no intermediate overflows for lengths near INT64_MAX.
+  const int64_t chunk = n == 0 ? 0 : length / n + (length % n != 0);
   const int64_t begin = std::min(length, chunk * r);
-  return {begin, std::min(length, begin + chunk)};
+  return {begin, begin + std::min(chunk, length - begin)};
 }
 
 void keep_range(std::vector<int64_t>& indices, ChunkRange range) {

@@ -49,6 +49,9 @@ class LayoutIndices {
   // Every index of `global_shape`, with its leading `merged` dims merged
   // (merged <= 1 merges nothing).
   LayoutIndices(const std::vector<int64_t>& global_shape, int64_t merged);
+  // The length of each list such a LayoutIndices starts with (the global
+  // extent of each local dim), without building the lists.
+  static std::vector<int64_t> extents(const std::vector<int64_t>& global_shape, int64_t merged);
 
   int64_t tensor_ndim() const { return tensor_ndim_; }
   int64_t merged() const { return merged_; }

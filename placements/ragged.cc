@@ -9,16 +9,30 @@
 #include "placements/parse.h"
 
 namespace dtensor {
+namespace {
+
+// The sum of non-negative `units`, or -1 when it does not fit in 64 bits
+// (row boundaries scale rows by prefix sums of the units).
+int64_t total_of(const std::vector<int64_t>& units) {
+  int64_t total = 0;
+  for (int64_t unit : units) {
+    if (__builtin_add_overflow(total, unit, &total)) return -1;
+  }
+  return total;
+}
+
+}  // namespace
 
 PlacementPtr Ragged::make(int64_t dims, std::vector<int64_t> units) {
   const std::string spelling = Ragged(dims, units).to_string();
   DTENSOR_CHECK(dims >= 1, spelling, ": dims: expected at least 1 leading dim, found ", dims);
   DTENSOR_CHECK(!units.empty(), spelling, ": units: expected one unit per rank, found none");
-  int64_t total = 0;
   for (int64_t unit : units) {
     DTENSOR_CHECK(unit >= 0, spelling, ": units: expected non-negative units, found ", unit);
-    total += unit;
   }
+  const int64_t total = total_of(units);
+  DTENSOR_CHECK(total != -1, spelling,
+                ": units: expected units whose sum fits in 64 bits, found a larger sum");
   DTENSOR_CHECK(total > 0, spelling,
                 ": units: expected at least one non-zero unit, found all zero");
   return std::make_shared<const Ragged>(dims, std::move(units));
@@ -52,7 +66,7 @@ void Ragged::check_mesh_dim_size(int64_t n) const {
 }
 
 ChunkRange Ragged::row_range(int64_t rows, int64_t r) const {
-  const int64_t total = std::accumulate(units_.begin(), units_.end(), int64_t{0});
+  const int64_t total = total_of(units_);
   const int64_t before = std::accumulate(units_.begin(), units_.begin() + r, int64_t{0});
   // 128-bit products: rows * units may exceed 64 bits for large tensors.
   auto boundary = [&](int64_t prefix) {
@@ -77,11 +91,11 @@ PlacementPtr parse_ragged(const PlacementArguments& arguments) {
   const int64_t dims = arguments.integer(0, "dims");
   if (dims < 1) arguments.fail(0, "dims", "at least 1");
   const std::vector<int64_t> units = arguments.integer_list(1, "units");
-  int64_t total = 0;
   for (int64_t unit : units) {
     if (unit < 0) arguments.fail(1, "units", "a list of non-negative integers");
-    total += unit;
   }
+  const int64_t total = total_of(units);
+  if (total == -1) arguments.fail(1, "units", "a list whose sum fits in 64 bits");
   if (total == 0) arguments.fail(1, "units", "a list with at least one non-zero unit");
   return Ragged::make(dims, units);
 }

@@ -1,6 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include "placements/strided_shard.h"
 
+#include <algorithm>
+
 #include "absl/hash/hash.h"
 #include "dtensor/base/check.h"
 #include "placements/parse.h"
@@ -35,7 +37,8 @@ void StridedShard::restrict(LayoutIndices& indices, int64_t n, int64_t r) const 
   std::vector<int64_t>& along = indices.along(dim_);
   const int64_t length = static_cast<int64_t>(along.size());
   std::vector<int64_t> kept;
-  for (int64_t chunk = 0; chunk < split_factor_; ++chunk) {
+  // Chunks at or past `length` are empty (torch.chunk), however large the factor.
+  for (int64_t chunk = 0; chunk < std::min(split_factor_, length); ++chunk) {
     const ChunkRange outer = torch_chunk_range(length, split_factor_, chunk);
     const ChunkRange inner = torch_chunk_range(outer.end - outer.begin, n, r);
     kept.insert(kept.end(), along.begin() + outer.begin + inner.begin,

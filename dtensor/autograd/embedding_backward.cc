@@ -14,6 +14,7 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
+#include "dtensor/base/compat.h"
 #include "dtensor/tensor_impl.h"
 
 namespace dtensor {
@@ -55,9 +56,9 @@ void embedding_with_layout_backward(const c10::OperatorHandle& op, c10::Dispatch
   const size_t first = stack->size() - 5;
   const at::Tensor weight = (*stack)[first].toTensor();
   const at::Tensor indices = (*stack)[first + 1].toTensor();
-  std::shared_ptr<EmbeddingBackward> node;
+  AutogradNodePtr<EmbeddingBackward> node;
   if (torch::autograd::compute_requires_grad(weight)) {
-    node.reset(new EmbeddingBackward(), torch::autograd::deleteNode);
+    node = make_autograd_node<EmbeddingBackward>();
     node->num_weights = weight.size(0);
     node->padding_idx = (*stack)[first + 2].toInt();
     node->scale_grad_by_freq = (*stack)[first + 3].toBool();
@@ -71,7 +72,7 @@ void embedding_with_layout_backward(const c10::OperatorHandle& op, c10::Dispatch
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     op.callBoxed(stack);
   }
-  if (node == nullptr) return;
+  if (!node) return;
   at::Tensor output = stack->back().toTensor();
   node->set_next_edges(torch::autograd::collect_next_edges(weight));
   torch::autograd::set_history(output, node);

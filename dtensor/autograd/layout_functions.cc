@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 
 #include "dtensor/base/check.h"
+#include "dtensor/base/compat.h"
 #include "dtensor/redistribute/planner.h"
 #include "dtensor/tensor_impl.h"
 #include "placements/replicate.h"
@@ -67,8 +68,7 @@ at::Tensor from_local_backward(const at::Tensor& grad, const DTensorSpecPtr& loc
 void record(const at::Tensor& input, at::Tensor& output, const char* name,
             LayoutBackward::Gradient gradient, DTensorSpecPtr spec) {
   if (!torch::autograd::compute_requires_grad(input)) return;
-  auto node = std::shared_ptr<LayoutBackward>(new LayoutBackward(name, gradient, std::move(spec)),
-                                              torch::autograd::deleteNode);
+  auto node = make_autograd_node<LayoutBackward>(name, gradient, std::move(spec));
   node->set_next_edges(torch::autograd::collect_next_edges(input));
   torch::autograd::set_history(output, node);
 }

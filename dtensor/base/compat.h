@@ -7,8 +7,39 @@
 // the helpers below instead of spelling a version-specific API.
 #pragma once
 
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include <c10/util/intrusive_ptr.h>
 #include <torch/version.h>
 
 #define DTENSOR_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||          \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace dtensor {
+
+// Autograd nodes are owned as libtorch owns them: by std::shared_ptr with
+// torch::autograd::deleteNode (which frees long chains of nodes without deep
+// recursion) until PyTorch moved them to c10::intrusive_ptr
+// (pytorch/pytorch#181782; libtorch 2.14 has it, 2.6 does not). Told apart
+// by the node's base class rather than a version number.
+template <typename NodeT>
+using AutogradNodePtr = std::conditional_t<std::is_base_of_v<c10::intrusive_ptr_target, NodeT>,
+                                           c10::intrusive_ptr<NodeT>, std::shared_ptr<NodeT>>;
+
+// A new node of type `NodeT` (a torch::autograd::Node), owned as above.
+template <typename NodeT, typename... Args>
+AutogradNodePtr<NodeT> make_autograd_node(Args&&... args) {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, NodeT>) {
+    return c10::make_intrusive<NodeT>(std::forward<Args>(args)...);
+  } else {
+    // Argument-dependent lookup finds deleteNode in torch::autograd, where
+    // it exists: this branch is never compiled where it does not.
+    return std::shared_ptr<NodeT>(new NodeT(std::forward<Args>(args)...),
+                                  [](NodeT* node) { deleteNode(node); });
+  }
+}
+
+}  // namespace dtensor

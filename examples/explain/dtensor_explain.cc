@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -75,9 +76,11 @@ plan
   ranks; the totals add up rank 0's bytes over all steps. The planner runs on
   an in-process world of one thread per rank (at most 1024 ranks).
   --dtype     float32 (default), float64, bfloat16, float16, int64, int32
-  --json      one object per step (steps count from 1):
-                {"step":1,"mesh_dims":[0,1],"src":"S(0),S(1)","dst":"S(1),S(0)",
-                 "collective":"all_to_all_v","bytes":128,"max_bytes":128,"cost_us":21.000}
+  --json      one object per step (steps count from 1; mesh_dim is null for a
+              step merged over several mesh dims):
+                {"step":1,"mesh_dim":null,"mesh_dims":[0,1],"src":"S(0),S(1)",
+                 "dst":"S(1),S(0)","collective":"all_to_all_v","bytes":128,
+                 "max_bytes":128,"cost_us":21.000}
               then {"totals":{"steps":1,"collectives":1,"bytes":128,"cost_us":21.000}}.
 
 Placements are written as dtensor prints them, one per mesh dim, e.g.
@@ -145,14 +148,6 @@ std::vector<dtensor::PlacementPtr> read_placements(const ParsedCommand& command,
 // ---------------------------------------------------------------------------
 // layout
 
-// The global extent of local dim `d`: a Ragged placement that merges k > 1
-// leading dims makes local dim 0 count the rows of those k dims.
-int64_t global_extent(const std::vector<int64_t>& shape, int64_t merged, size_t d) {
-  if (merged <= 1) return shape[d];
-  if (d == 0) return product(std::vector<int64_t>(shape.begin(), shape.begin() + merged));
-  return shape[d + merged - 1];
-}
-
 std::string local_dim_label(int64_t merged, size_t d) {
   if (merged > 1 && d == 0) return "rows";
   return absl::StrCat("d", merged > 1 ? d + merged - 1 : d);
@@ -170,9 +165,11 @@ bool is_full_range(const std::vector<int64_t>& indices, int64_t extent) {
 std::string split_indices_cell(const dtensor::LocalLayout& layout,
                                const std::vector<int64_t>& shape) {
   std::vector<std::string> pieces;
+  const std::vector<int64_t> extents =
+      dtensor::LayoutIndices::extents(shape, layout.merged_leading_dims);
   for (size_t d = 0; d < layout.global_indices().size(); ++d) {
     const std::vector<int64_t>& held = layout.global_indices()[d];
-    if (is_full_range(held, global_extent(shape, layout.merged_leading_dims, d))) continue;
+    if (is_full_range(held, extents[d])) continue;
     pieces.push_back(
         absl::StrCat(local_dim_label(layout.merged_leading_dims, d), "=[", index_runs(held), "]"));
   }
@@ -345,10 +342,15 @@ std::string plan_json(const PlanSummary& plan) {
   std::string out;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const StepSummary& s = plan.steps[i];
-    absl::StrAppend(&out, "{\"step\":", i + 1, ",\"mesh_dims\":", json_array(s.mesh_dims),
-                    ",\"src\":", json_string(s.src), ",\"dst\":", json_string(s.dst),
-                    ",\"collective\":", json_string(s.collective), ",\"bytes\":", s.bytes,
-                    ",\"max_bytes\":", s.max_bytes, ",\"cost_us\":", json_number(s.cost_us), "}\n");
+    // mesh_dim names the one mesh dim of a step; a step merged over several
+    // (one collective on their flattened group) has null there.
+    const std::string mesh_dim =
+        s.mesh_dims.size() == 1 ? absl::StrCat(s.mesh_dims[0]) : std::string("null");
+    absl::StrAppend(&out, "{\"step\":", i + 1, ",\"mesh_dim\":", mesh_dim,
+                    ",\"mesh_dims\":", json_array(s.mesh_dims), ",\"src\":", json_string(s.src),
+                    ",\"dst\":", json_string(s.dst), ",\"collective\":", json_string(s.collective),
+                    ",\"bytes\":", s.bytes, ",\"max_bytes\":", s.max_bytes,
+                    ",\"cost_us\":", json_number(s.cost_us), "}\n");
   }
   absl::StrAppend(&out, "{\"totals\":{\"steps\":", plan.steps.size(),
                   ",\"collectives\":", plan.collectives, ",\"bytes\":", total_bytes(plan),
@@ -438,6 +440,8 @@ int run(const std::vector<std::string>& args) {
     // The library only throws dtensor::Error for input it refuses, and all
     // input here came from the command line.
     return fail(e.what(), 2);
+  } catch (const std::bad_alloc&) {
+    return fail("the layout's index lists do not fit in memory: expected a smaller --shape", 2);
   } catch (const std::exception& e) {
     return fail(e.what(), 1);
   }

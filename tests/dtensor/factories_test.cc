@@ -74,6 +74,18 @@ TEST(FactoriesTest, BadArguments) {
                          "rand: expected a floating dtype");
     DTENSOR_EXPECT_ERROR(zeros({4}, mesh, parse_placements("S(1)")), "S(1): expected a tensor dim");
     DTENSOR_EXPECT_ERROR(zeros({-1}, mesh, parse_placements("R")), "expected non-negative sizes");
+    // A shape whose bytes overflow int64 is refused before any arithmetic on it.
+    DTENSOR_EXPECT_ERROR(
+        zeros({int64_t{1} << 31, int64_t{1} << 31, 2}, mesh, parse_placements("S(0)")),
+        "expected sizes whose strides and product in bytes fit in 64 bits, found "
+        "[2147483648, 2147483648, 2] of Float");
+    DTENSOR_EXPECT_ERROR(empty({2, 0, int64_t{1} << 62, 4}, mesh, parse_placements("R")),
+                         "found [2, 0, 4611686018427387904, 4] of Float");
+    // Empty is fine however large the other sizes, as long as strides fit.
+    EXPECT_EQ(empty({int64_t{1} << 40, 0, int64_t{1} << 20}, mesh, parse_placements("S(0)"))
+                  .to_local()
+                  .sizes(),
+              c10::IntArrayRef({int64_t{1} << 39, 0, int64_t{1} << 20}));
     DTENSOR_EXPECT_ERROR(ones({4}, mesh, parse_placements("P(band)")),
                          "expects an integer or bool");
   });

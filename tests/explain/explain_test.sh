@@ -124,8 +124,14 @@ case_name="plan json"
 run plan --mesh 2,2 --shape 8,8 --from "S(0),S(1)" --to "S(0),S(0)" --json
 expect_rc 0
 expect_count 2 '.'
-expect_count 1 '^\{"step":1,"mesh_dims":\[1\],"src":"S\(0\),S\(1\)","dst":"S\(0\),S\(0\)","collective":"all_to_all[a-z_]*","bytes":[0-9]+,"max_bytes":[0-9]+,"cost_us":[0-9.]+\}$'
+expect_count 1 '^\{"step":1,"mesh_dim":1,"mesh_dims":\[1\],"src":"S\(0\),S\(1\)","dst":"S\(0\),S\(0\)","collective":"all_to_all[a-z_]*","bytes":[0-9]+,"max_bytes":[0-9]+,"cost_us":[0-9.]+\}$'
 expect_count 1 '^\{"totals":\{"steps":1,"collectives":1,"bytes":[0-9]+,"cost_us":[0-9.]+\}\}$'
+
+# A step merged over both mesh dims has no single mesh_dim.
+case_name="plan json merged step"
+run plan --mesh 2,2 --shape 8,8 --from "S(0),S(0)" --to "R,R" --json
+expect_rc 0
+expect_count 1 '^\{"step":1,"mesh_dim":null,"mesh_dims":\[0,1\],"src":"S\(0\),S\(0\)","dst":"R,R",'
 
 case_name="plan text"
 run plan --mesh 2,2 --shape 8,8 --from "S(0),S(1)" --to "S(0),S(0)" --dtype float64
@@ -178,6 +184,28 @@ expect_usage_error "S(3)"
 case_name="unknown dtype"
 run plan --mesh 2 --shape 4 --from "S(0)" --to R --dtype float8
 expect_usage_error "--dtype: expected one of"
+
+case_name="ragged units whose sum overflows"
+unit=999999999999999999
+run layout --mesh 10 --shape 4 --placements "RG(dims=1,units=[$unit,$unit,$unit,$unit,$unit,$unit,$unit,$unit,$unit,$unit])"
+expect_usage_error "a list whose sum fits in 64 bits"
+
+case_name="shape whose bytes overflow"
+run plan --mesh 2 --shape 4294967296,4294967296 --from "S(0)" --to R
+expect_usage_error "expected sizes whose strides and product in bytes fit in 64 bits"
+
+# Arithmetic at the edge of int64 and huge split factors answer at once.
+case_name="largest extent"
+run layout --mesh 2 --shape 9223372036854775807 --placements "S(0)" --json
+expect_rc 0
+expect_count 1 '"local_shape":\[4611686018427387904\],"global_offset":\[0\]'
+expect_count 1 '"local_shape":\[4611686018427387903\],"global_offset":\[4611686018427387904\]'
+
+case_name="huge split factor"
+run layout --mesh 2 --shape 4 --placements "SS(0,999999999999999999)" --json --indices
+expect_rc 0
+expect_count 1 '"rank":0,.*"local_shape":\[4\],.*"indices":\[\[0,1,2,3\]\]'
+expect_count 1 '"rank":1,.*"local_shape":\[0\],"global_offset":\[4\]'
 
 case_name="no subcommand"
 run

@@ -295,6 +295,23 @@ TEST(MpiCommunicatorTest, AllGatherFromOwnSlotOfOutput) {
   EXPECT_TRUE(at::equal(packed, values.repeat_interleave(values).to(at::kFloat)));
 }
 
+// The part a rank sends itself, like any other, needs only the element count
+// of its place.
+TEST(MpiCommunicatorTest, ExchangeOwnPartOfAnotherShape) {
+  const int rank = world().rank();
+  const int size = world().size();
+  std::vector<at::Tensor> send(size), recv(size);
+  for (int p = 0; p < size; ++p) {
+    send[p] = at::arange(6, at::kFloat).add(10 * rank).reshape({2, 3});
+    recv[p] = at::empty({3, 2});
+  }
+  world().exchange(send, recv);
+  for (int p = 0; p < size; ++p) {
+    EXPECT_TRUE(at::equal(recv[p], at::arange(6, at::kFloat).add(10 * p).reshape({3, 2})))
+        << "from rank " << p;
+  }
+}
+
 // ---- Errors -------------------------------------------------------------------
 
 TEST(MpiCommunicatorTest, BadArgumentsThrowOnEveryRank) {
@@ -332,6 +349,14 @@ TEST(MpiCommunicatorTest, BadArgumentsThrowOnEveryRank) {
       comm, [&] { comm.broadcast(t, size); }, "root");
   expect_error_on_every_rank(
       comm, [&] { comm.send(t, comm.rank()); }, "peer");
+
+  // Only the root checks a scatter's input: it tells the others first.
+  at::Tensor scatter_out = at::empty({2, 3});
+  const at::Tensor scatter_in = comm.rank() == 0 ? at::ones({2 * size + 1, 3}) : at::Tensor();
+  expect_error_on_every_rank(
+      comm, [&] { comm.scatter(scatter_in, scatter_out, 0); },
+      comm.rank() == 0 ? "scatter: input: expected shape"
+                       : "scatter: expected a valid input on root rank 0");
 
   // Still usable afterwards.
   at::Tensor sum = at::ones({2});

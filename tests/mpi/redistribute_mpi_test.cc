@@ -36,5 +36,22 @@ TEST(MpiRedistributeTest, IssueCollectiveCounts) {
   testing::check_issue_collective_counts(init_device_mesh("mpi", {2, 2}, {"dp", "tp"}));
 }
 
+// A lazy conjugate or negation given as a local shard is laid out by its
+// values, not by the bytes under it.
+TEST(MpiRedistributeTest, LazyConjugatesAndNegationsKeepTheirValues) {
+  skip_unless_four_ranks();
+  DeviceMesh mesh = init_device_mesh("mpi", {4});
+  const int64_t rank = mesh.coordinate()[0];
+  const at::Tensor global = at::complex(at::arange(12, at::kFloat).reshape({4, 3}),
+                                        at::arange(12, at::kFloat).neg().reshape({4, 3}));
+  const DTensor conjugated =
+      from_local(global.narrow(0, rank, 1).conj(), mesh, {Shard::make(0)}, {});
+  EXPECT_TRUE(at::equal(conjugated.full_tensor(), global.conj().resolve_conj()));
+  const at::Tensor real = at::arange(12, at::kFloat).reshape({4, 3});
+  const DTensor negated =
+      distribute_tensor(at::_neg_view(real), mesh, {Shard::make(1)}, /*src_rank=*/0);
+  EXPECT_TRUE(at::equal(negated.full_tensor(), real.neg()));
+}
+
 }  // namespace
 }  // namespace dtensor

@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include "placements/layout.h"
 
+#include <limits>
 #include <random>
 
 #include <ATen/ATen.h>
@@ -81,6 +82,30 @@ TEST(LayoutTest, StridedShardInterleavesChunks) {
     EXPECT_EQ(compute_local_layout({9}, {4}, {r}, {StridedShard::make(0, 2)}).global_indices()[0],
               want[r]);
   }
+}
+
+TEST(LayoutTest, SplitFactorsBeyondTheLengthGiveEmptyChunks) {
+  // Chunks past the length are empty: a factor of 10^18 answers at once.
+  const int64_t huge = 999999999999999999;
+  expect_layouts({4}, {2}, "SS(0," + std::to_string(huge) + ")", {{{4}, {0}}, {{0}, {4}}});
+  EXPECT_EQ(compute_local_layout({5}, {2}, {0}, {StridedShard::make(0, 7)}).global_indices()[0],
+            Shape({0, 1, 2, 3, 4}));
+}
+
+TEST(LayoutTest, ExtentsNearTheLargestInt64) {
+  const int64_t largest = std::numeric_limits<int64_t>::max();
+  expect_layouts({largest}, {2}, "S(0)",
+                 {{{int64_t{1} << 62}, {0}}, {{(int64_t{1} << 62) - 1}, {int64_t{1} << 62}}});
+  // chunk = ceil(largest / 3) = largest / 3 + 1; the last piece is what remains.
+  const ChunkRange last = torch_chunk_range(largest, 3, 2);
+  EXPECT_EQ(last.begin, 2 * (largest / 3 + 1));
+  EXPECT_EQ(last.end, largest);
+}
+
+TEST(LayoutTest, ExtentsOfMergedRows) {
+  EXPECT_EQ(LayoutIndices::extents({2, 3, 4}, 2), Shape({6, 4}));
+  EXPECT_EQ(LayoutIndices::extents({2, 3, 4}, 0), Shape({2, 3, 4}));
+  EXPECT_EQ(LayoutIndices::extents({}, 1), Shape({}));
 }
 
 TEST(LayoutTest, RaggedRowsFollowUnits) {

@@ -1,6 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include "placements/parse.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "placements/placements.h"
@@ -53,6 +55,12 @@ TEST(ParseTest, ErrorsPointAtTheBadCharacter) {
   DTENSOR_EXPECT_ERROR(parse_placement("RG(dims=1)"), "expected RG to take 2 arguments (it has 1)");
   DTENSOR_EXPECT_ERROR(parse_placement("RG(dims=1,unit=[1])"), "to have argument units");
   DTENSOR_EXPECT_ERROR(parse_placement("S(99999999999999999999)"), "expected an integer");
+  // Each unit has at most 18 digits; ten of them overflow int64.
+  std::string ten_large_units = "RG(dims=1,units=[999999999999999999";
+  for (int i = 1; i < 10; ++i) ten_large_units += ",999999999999999999";
+  DTENSOR_EXPECT_ERROR(parse_placement(ten_large_units + "])"),
+                       "expected units to be a list whose sum fits in 64 bits");
+  DTENSOR_EXPECT_ERROR(parse_placement("S(\xc3\xa9)"), "expected an integer at column 3");
 }
 
 TEST(PlacementTest, IdentityAndKinds) {
@@ -78,6 +86,8 @@ TEST(PlacementTest, FactoriesRejectBadParameters) {
   DTENSOR_EXPECT_ERROR(Ragged::make(1, {0, 0}), "found all zero");
   DTENSOR_EXPECT_ERROR(Ragged::make(1, {1, -2}), "expected non-negative units, found -2");
   DTENSOR_EXPECT_ERROR(Ragged::make(0, {1}), "expected at least 1 leading dim");
+  DTENSOR_EXPECT_ERROR(Ragged::make(1, {std::numeric_limits<int64_t>::max(), 1}),
+                       "units: expected units whose sum fits in 64 bits, found a larger sum");
   DTENSOR_EXPECT_ERROR(Ragged::make(3, {1})->normalized(2), "expected at most 2 leading dims");
 }
 

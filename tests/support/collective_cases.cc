@@ -176,6 +176,13 @@ void check_all_gather(Communicator& comm, c10::ScalarType dtype) {
     at::Tensor output = on(comm, at::full(expected.sizes(), 99, at::kLong), dtype);
     comm.all_gather(on(comm, rank_values(comm.rank(), shape), dtype), output);
     expect_same(output, expected, dtype);
+    // In place: the input already sits in this rank's slot of the output.
+    at::Tensor gathered = on(comm, at::full(expected.sizes(), 99, at::kLong), dtype);
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    at::Tensor own = gathered.narrow(0, comm.rank() * rows, rows);
+    own.copy_(on(comm, rank_values(comm.rank(), shape), dtype).reshape(own.sizes()));
+    comm.all_gather(shape.empty() ? own.select(0, 0) : own, gathered);
+    expect_same(gathered, expected, dtype);
   }
 }
 
@@ -556,6 +563,27 @@ void check_bad_arguments_throw(Communicator& comm) {
   std::vector<at::Tensor> with_longs = parts;
   with_longs[0] = at::zeros({3, 2}, options.dtype(at::kLong));
   DTENSOR_EXPECT_ERROR(comm.exchange(parts, with_longs), "recv_parts[0]: expected dtype Float");
+  // Lazy conjugates and negations would travel as the bytes in memory.
+  at::Tensor conjugate = at::zeros({2}, options.dtype(at::kComplexFloat)).conj();
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(conjugate, ReduceOp::kSum),
+                       "tensor: expected a tensor whose memory holds its values, found a lazy "
+                       "conjugate (call resolve_conj()/resolve_neg())");
+  at::Tensor negation = at::_neg_view(piece);
+  DTENSOR_EXPECT_ERROR(comm.exchange(std::vector<at::Tensor>(n, negation), parts),
+                       "send_parts: expected a tensor whose memory holds its values, found a "
+                       "lazy negation");
+  // Inputs overlapping outputs (a gather may start from its own slot).
+  at::Tensor block_rows = at::zeros({2 * n, 3}, options);
+  DTENSOR_EXPECT_ERROR(comm.all_to_all(block_rows, block_rows),
+                       "all_to_all: output: expected memory apart from the input");
+  const at::Tensor wrong_slot = gathered.narrow(0, 2 * ((comm.rank() + 1) % n), 2);
+  if (n > 1) {
+    DTENSOR_EXPECT_ERROR(comm.all_gather(wrong_slot, gathered),
+                         "all_gather: input: expected memory apart from the output or this "
+                         "rank's own slot of it");
+  }
+  DTENSOR_EXPECT_ERROR(comm.all_to_all_v(along, twos, 1, along, twos, 1),
+                       "all_to_all_v: output: expected memory apart from the input");
   if (comm.device().is_cuda()) {
     at::Tensor on_cpu = at::zeros({4});
     DTENSOR_EXPECT_ERROR(comm.all_reduce(on_cpu, ReduceOp::kSum), "expects tensors on");
