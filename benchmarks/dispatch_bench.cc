@@ -10,16 +10,21 @@
 // Google Benchmark's own time column is the DTensor op. Inputs are [64, 64]
 // float32, S(0) (the mm weight Replicate), on a mesh of one rank of the local
 // backend: the dispatch path (unwrap, cache lookup, wrap) is the one every
-// rank runs, and no case needs communication. `first_call` cases use a new
-// shape ([8 + i, 64]) every iteration, so the propagation cache misses.
+// rank runs, and no case needs communication. `first_call` cases use a shape
+// no call in the process has used before on every iteration, so the
+// propagation cache misses also under --benchmark_repetitions: [8 + i, 65 + k]
+// on iteration i of first_call run k, from 0 (the mm weight [65 + k, 64]).
 //
 //   benchmarks/dispatch_bench --benchmark_repetitions=3
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "dtensor/dtensor.h"
@@ -49,16 +54,44 @@ const std::vector<Case>& cases() {
   return all;
 }
 
+constexpr int kFirstCalls = 400;  // iterations of a first_call run
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+constexpr Shape kCachedShape = {64, 64};
+
+// A shape no earlier call in the process got, so a first_call iteration
+// misses the cache even when its case runs again (repetitions): the counter
+// is process-wide, not per run. Rows cycle through [8, 8 + kFirstCalls) and
+// the columns, from 65 on, grow by one per cycle: every shape is distinct,
+// none is kCachedShape, and they stay small (r runs: [407, 64 + r] at most).
+Shape unseen_shape() {
+  static std::atomic<int64_t> calls{0};
+  const int64_t n = calls.fetch_add(1, std::memory_order_relaxed);
+  return {8 + n % kFirstCalls, kCachedShape.cols + 1 + n / kFirstCalls};
+}
+
 struct Operands {
   DTensor a, second;
 };
 
-Operands make_operands(const DeviceMesh& mesh, const Case& c, int64_t rows) {
-  const at::Tensor a = at::randn({rows, 64});
+// `a` of `shape`; the second operand the same shape, or the mm weight
+// [shape.cols, 64].
+Operands make_operands(const DeviceMesh& mesh, const Case& c, Shape shape) {
+  const at::Tensor a = at::randn({shape.rows, shape.cols});
   const bool is_mm = std::string(c.name) == "mm";
-  const at::Tensor b = is_mm ? at::randn({64, 64}) : at::randn({rows, 64});
+  const at::Tensor b = is_mm ? at::randn({shape.cols, 64}) : at::randn({shape.rows, shape.cols});
   return {distribute_tensor(a, mesh, parse_placements("S(0)")),
           distribute_tensor(b, mesh, parse_placements(is_mm ? "R" : "S(0)"))};
+}
+
+std::vector<Operands> unseen_operands(const DeviceMesh& mesh, const Case& c, int64_t count) {
+  std::vector<Operands> operands;
+  operands.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) operands.push_back(make_operands(mesh, c, unseen_shape()));
+  return operands;
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -87,16 +120,17 @@ void run_case(benchmark::State& state, const Case& c, const std::vector<Operands
 }
 
 void register_cases(const DeviceMesh& mesh) {
-  constexpr int kFirstCalls = 400;
   for (const Case& c : cases()) {
-    std::vector<Operands> cached = {make_operands(mesh, c, 64)};
+    std::vector<Operands> cached = {make_operands(mesh, c, kCachedShape)};
     benchmark::RegisterBenchmark((std::string("cached/") + c.name).c_str(),
                                  [c, cached](benchmark::State& s) { run_case(s, c, cached); })
         ->UseManualTime();
-    std::vector<Operands> fresh;
-    for (int i = 0; i < kFirstCalls; ++i) fresh.push_back(make_operands(mesh, c, 8 + i));
+    // The operands are made when each run starts, not here, so that every
+    // run (each repetition too) gets shapes of its own.
     benchmark::RegisterBenchmark((std::string("first_call/") + c.name).c_str(),
-                                 [c, fresh](benchmark::State& s) { run_case(s, c, fresh); })
+                                 [c, mesh](benchmark::State& s) {
+                                   run_case(s, c, unseen_operands(mesh, c, s.max_iterations));
+                                 })
         ->UseManualTime()
         ->Iterations(kFirstCalls);
   }
@@ -107,6 +141,10 @@ void register_cases(const DeviceMesh& mesh) {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // Initialize leaves the flags it does not know in argv: fail on them, as
+  // bench_main does for the other programs, rather than run with a typo
+  // silently ignored.
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   at::manual_seed(0);
   at::set_num_threads(1);
   dtensor::run_ranks(1, [](int) {

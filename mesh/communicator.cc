@@ -393,25 +393,25 @@ void Communicator::broadcast(at::Tensor& tensor, int root) {
 void Communicator::scatter(const at::Tensor& input, at::Tensor& output, int root) {
   ArgumentChecker check(*this, "scatter");
   check.peer(root, "root");
-  check.tensor(output, "output");
-  // Only the root can check its input, and the others would wait for it in
-  // the scatter if it stopped: it tells them first.
-  std::string root_problem;
-  if (rank() == root) {
-    try {
+  // Only the root can check its input, and ranks whose arguments are fine
+  // would wait in the scatter for one that stopped: all learn of any refusal.
+  std::string refusal;
+  try {
+    check.tensor(output, "output");
+    if (rank() == root) {
       check.tensor(input, "input");
       check.same_dtype(input, output);
       check.shape(input, "input", size() * rows_of(output), output);
-    } catch (const Error& e) {
-      root_problem = e.what();
     }
+  } catch (const Error& e) {
+    refusal = e.what();
   }
-  at::Tensor root_failed = at::full({1}, root_problem.empty() ? 0 : 1,
-                                    at::TensorOptions().dtype(at::kInt).device(device()));
-  do_broadcast(root_failed, root);
-  if (!root_problem.empty()) throw Error(root_problem);
-  DTENSOR_CHECK(root_failed.item<int>() == 0, "scatter: expected a valid input on root rank ", root,
-                ", found that it refused its input (its error says why)");
+  at::Tensor refused =
+      at::full({1}, refusal.empty() ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(device()));
+  do_all_reduce(refused, refused, ReduceOp::kMax);
+  if (!refusal.empty()) throw Error(refusal);
+  DTENSOR_CHECK(refused.item<int>() == 0, "scatter: expected valid arguments on every rank, ",
+                "found a rank that refused its own (its error says why)");
   do_scatter(input, output, root);
 }
 

@@ -54,6 +54,14 @@ class DeviceMesh::Context {
  public:
   explicit Context(std::shared_ptr<Communicator> world) : world_(std::move(world)) {}
 
+  // Newest first, in the same order on every rank: tearing a communicator
+  // down can be collective (NCCL), and a hash map's order differs between
+  // processes.
+  ~Context() {
+    cache_.clear();
+    while (!created_.empty()) created_.pop_back();
+  }
+
   const std::shared_ptr<Communicator>& world() const { return world_; }
 
   // Collective over the world on a cache miss.
@@ -63,6 +71,7 @@ class DeviceMesh::Context {
     if (it != cache_.end()) return it->second;
     std::shared_ptr<Communicator> comm = create(partition);
     cache_.emplace(std::move(partition), comm);
+    created_.push_back(comm);
     return comm;
   }
 
@@ -85,6 +94,7 @@ class DeviceMesh::Context {
 
   std::shared_ptr<Communicator> world_;
   absl::flat_hash_map<Partition, std::shared_ptr<Communicator>> cache_;
+  std::vector<std::shared_ptr<Communicator>> created_;  // in creation order
 };
 
 DeviceMesh::DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t> shape,

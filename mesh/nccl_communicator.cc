@@ -91,11 +91,9 @@ ncclDataType_t nccl_type(const char* call, const at::Tensor& t) {
   return *type;
 }
 
-// The NCCL reduction of a non-bitwise op.
+// The NCCL reduction of a non-bitwise op. Avg sums: see finish_average.
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kAvg:
-      return ncclAvg;
     case ReduceOp::kMax:
       return ncclMax;
     case ReduceOp::kMin:
@@ -274,6 +272,13 @@ class NcclCommunicator::Launch {
     fn();
   }
 
+  // NCCL's ncclAvg scales every term by 1/n before summing; local and MPI
+  // sum, then divide, which rounds differently when n is not a power of two.
+  // NCCL sums too (nccl_op), and the sum is divided here, on the stream.
+  void finish_average(ReduceOp op, const at::Tensor& output) {
+    if (op == ReduceOp::kAvg) torch_on_stream([&] { output.div_(comm_.size_); });
+  }
+
   void finish(absl::Span<const at::Tensor* const> tensors) {
     if (!follows_caller()) return;  // set_stream: the caller orders and keeps alive
     order(/*waiter=*/caller_, /*signaller=*/stream_);
@@ -386,7 +391,9 @@ NcclCommunicator::~NcclCommunicator() {
     }
     if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
     if (order_event_ != nullptr) cudaEventDestroy(order_event_);
-    if (own_stream_ != nullptr) cudaStreamDestroy(own_stream_);
+    // own_stream_ is never destroyed: tensors the caching allocator recorded
+    // on it may outlive this communicator, and freeing them records an event
+    // on the stream.
   } catch (const Error&) {
   }
 }
@@ -479,6 +486,7 @@ void NcclCommunicator::do_all_reduce(const at::Tensor& input, at::Tensor& output
     return ncclAllReduce(input.data_ptr(), output.data_ptr(), input.numel(), type, nccl_op(op),
                          comm, stream);
   });
+  launch.finish_average(op, output);
   launch.finish({&input, &output});
 }
 
@@ -543,6 +551,7 @@ void NcclCommunicator::do_reduce_scatter(const at::Tensor& input, at::Tensor& ou
     return ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), type, nccl_op(op),
                              comm, stream);
   });
+  launch.finish_average(op, output);
   launch.finish({&input, &output});
 }
 
@@ -568,6 +577,7 @@ void NcclCommunicator::do_reduce_scatter_v(const at::Tensor& input, at::Tensor& 
     }
     return failure.result();
   });
+  launch.finish_average(op, output);
   launch.finish({&input, &output});
 }
 
@@ -719,16 +729,19 @@ std::shared_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   check_usable(kCall);
   DeviceGuard device(kCall, device_index_);
   ncclConfig_t config = nonblocking_config();
-  // A non-blocking split writes `child` from NCCL's own thread when it is
-  // done, which can be after the parent's error state reads success: poll it.
-  ncclComm_t child = nullptr;
+  // A non-blocking split writes the child from NCCL's own thread when it is
+  // done, which can be after the parent's error state reads success (poll
+  // it) and after this call returns for a rank that joins no group: the
+  // slot lives as long as this communicator.
+  split_results_.push_back(std::make_unique<ncclComm_t>(nullptr));
+  ncclComm_t* child = split_results_.back().get();
   check_nccl(kCall, "ncclCommSplit",
-             ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config));
+             ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, child, &config));
   if (color < 0) return nullptr;
-  wait_until(kCall, "ncclCommSplit", [&child](ncclResult_t state) {
-    return state == ncclSuccess && __atomic_load_n(&child, __ATOMIC_ACQUIRE) != nullptr;
+  wait_until(kCall, "ncclCommSplit", [child](ncclResult_t state) {
+    return state == ncclSuccess && __atomic_load_n(child, __ATOMIC_ACQUIRE) != nullptr;
   });
-  std::shared_ptr<NcclCommunicator> group(new NcclCommunicator(child, device_index_, timeout_));
+  std::shared_ptr<NcclCommunicator> group(new NcclCommunicator(*child, device_index_, timeout_));
   group->finish_init(kCall, "ncclCommSplit", ncclInProgress);
   return group;
 }

@@ -154,6 +154,8 @@ class NcclCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   std::string abort_reason_;
   cudaStream_t own_stream_ = nullptr;
+  // Where NCCL writes each split's child (see do_split).
+  std::vector<std::unique_ptr<ncclComm_t>> split_results_;
   std::optional<cudaStream_t> user_stream_;
   cudaEvent_t order_event_ = nullptr;  // orders own_stream_ and the caller's stream
   void* barrier_scratch_ = nullptr;    // one int32 on the device, for barrier()

@@ -107,7 +107,13 @@ class Engine {
     DTENSOR_CHECK(static_cast<int64_t>(rows.size()) == call_.mesh().ndim(), call_.op_name(),
                   ": expected one row per mesh dim (", call_.mesh().ndim(), "), found ",
                   rows.size());
-    infer_outputs_with(rule != nullptr ? rule->output_shapes : OutputShapesFn());
+    // Output shapes as the op's own calls infer them, unless the rule says.
+    if (rule != nullptr && rule->output_shapes) {
+      infer_outputs_with(rule->output_shapes);
+    } else {
+      rules_ = RuleRegistry::global().find(call_.op().operator_name());
+      infer_outputs();
+    }
     rows_.resize(rows.size());
     Choice choice;
     for (size_t m = 0; m < rows.size(); ++m) {
@@ -178,14 +184,31 @@ class Engine {
         }
       }
       // Running on whole inputs is always right for the op's own kernel. A
-      // rule's local kernel never runs this row (rows of different rules
-      // combine only when none has a kernel, see try_choice), and it comes
-      // after the rules' rows, so at equal cost a rule wins over it (random
-      // ops' kernels must run even on replicated inputs).
-      add_row(m, replicate_row(call_), nullptr);
+      // rule offering the same row replaces it: the rule's local kernel and
+      // in-place relayout must run even on replicated inputs (random ops
+      // draw from the rank generator, t_ takes the new shape).
+      ShardingRow replicate = replicate_row(call_);
+      if (!offers(rows_[m], replicate)) add_row(m, std::move(replicate), nullptr);
       std::stable_sort(rows_[m].begin(), rows_[m].end(),
                        [](const CandidateRow& a, const CandidateRow& b) { return a.cost < b.cost; });
     }
+  }
+
+  // Whether a row of `rule` gives the tensor written in place the output's
+  // layout. The engine's own row (null) does when the op is an in-place
+  // view (t_, unsqueeze_), whose rules all say so.
+  bool updates_layout_in_place(const OpRule* rule) const {
+    if (rule != nullptr) return rule->updates_layout_in_place;
+    return rules_ != nullptr && std::any_of(rules_->begin(), rules_->end(), [](const OpRule& r) {
+             return r.updates_layout_in_place;
+           });
+  }
+
+  static bool offers(const std::vector<CandidateRow>& candidates, const ShardingRow& row) {
+    return std::any_of(candidates.begin(), candidates.end(), [&](const CandidateRow& c) {
+      return same_placements(c.row.inputs, row.inputs) &&
+             same_placements(c.row.outputs, row.outputs);
+    });
   }
 
   void add_row(int64_t m, ShardingRow row, const OpRule* rule) {
@@ -194,7 +217,7 @@ class Engine {
                   call_.op_name(), ": a strategy row must give ", call_.num_inputs(),
                   " input and ", call_.schema().returns().size(), " output placements, found ",
                   row.inputs.size(), " and ", row.outputs.size());
-    const bool relayout = rule != nullptr && rule->updates_layout_in_place;
+    const bool relayout = updates_layout_in_place(rule);
     if (!relayout && !keeps_written_arguments(m, row)) return;
     CandidateRow candidate{std::move(row), rule, 0};
     const CollectiveCosts costs = collective_costs(call_.mesh());
@@ -334,7 +357,7 @@ class Engine {
     result->returns = returns_;
     if (kernel_rule != nullptr) result->local_kernel = kernel_rule->local_kernel;
     for (const CandidateRow* row : choice.rows) {
-      result->updates_layout_in_place |= row->rule != nullptr && row->rule->updates_layout_in_place;
+      result->updates_layout_in_place |= updates_layout_in_place(row->rule);
     }
     return result;
   }

@@ -1,6 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include "rules/registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/check.h"
 
@@ -66,6 +68,9 @@ std::vector<std::string> RuleRegistry::op_names() const {
   absl::ReaderMutexLock lock(&mutex_);
   std::vector<std::string> names;
   for (const auto& [name, rules] : rules_) names.push_back(name);
+  // The map's order differs between processes; callers iterating on every
+  // rank need one order.
+  std::sort(names.begin(), names.end());
   return names;
 }
 

@@ -45,7 +45,7 @@ class RuleRegistry {
   std::shared_ptr<const std::vector<OpRule>> find(const c10::OperatorName& name) const;
   // Bumped by every change; propagation caches compare it.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
-  // Every op name with at least one rule.
+  // Every op name with at least one rule, sorted.
   std::vector<std::string> op_names() const;
 
  private:

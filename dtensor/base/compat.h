@@ -8,9 +8,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <utility>
 
+#include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 #include <torch/version.h>
 
@@ -41,5 +43,30 @@ AutogradNodePtr<NodeT> make_autograd_node(Args&&... args) {
                                   [](NodeT* node) { deleteNode(node); });
   }
 }
+
+// Drops the warnings libtorch raises on the calling thread while it lives.
+// libtorch 2.0 moved the handler API into c10::WarningUtils and gave
+// handlers one c10::Warning to process.
+class SilencedWarnings {
+ public:
+  SilencedWarnings() : guard_(&handler_) {}
+  SilencedWarnings(const SilencedWarnings&) = delete;
+  SilencedWarnings& operator=(const SilencedWarnings&) = delete;
+
+ private:
+  class DropAll : public c10::WarningHandler {
+#if DTENSOR_TORCH_AT_LEAST(2, 0)
+    void process(const c10::Warning&) override {}
+#else
+    void process(const c10::SourceLocation&, const std::string&, bool) override {}
+#endif
+  };
+  DropAll handler_;  // declared first: the guard installs it
+#if DTENSOR_TORCH_AT_LEAST(2, 0)
+  c10::WarningUtils::WarningHandlerGuard guard_;
+#else
+  c10::Warning::WarningHandlerGuard guard_;
+#endif
+};
 
 }  // namespace dtensor

@@ -1,35 +1,23 @@
 // Copyright 2026 The dtensor Authors.
 //
 // dtensor/debug/builtin_samples.cc: sample calls the rule verifier runs for
-// the built-in rule families. Values are small integers (exact in float),
-// shapes split unevenly over 4 ranks.
+// the built-in rule families, where arguments made from an op's schema alone
+// (schema_samples.cc) would miss the interesting cases: index tensors,
+// reductions over several dims, views that split a sharded dim.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <limits>
 
 #include "dtensor/debug/rule_verifier.h"
+#include "dtensor/debug/sample_values.h"
 
 namespace dtensor {
 namespace {
 
-at::Tensor values(std::vector<int64_t> shape, int64_t seed = 0) {
-  int64_t numel = 1;
-  for (int64_t s : shape) numel *= s;
-  return (at::arange(numel, at::kLong).add(seed).remainder(7) - 3).to(at::kFloat).reshape(shape);
-}
-
-at::Tensor positive(std::vector<int64_t> shape, int64_t seed = 0) {
-  return values(std::move(shape), seed).abs().add(1);
-}
-
-// [rows, cols] indices whose entry (i, j) is (step * j + i) mod `modulo`:
-// with step coprime to modulo and cols == modulo, each row is a permutation.
-at::Tensor index_pattern(int64_t rows, int64_t cols, int64_t step, int64_t modulo) {
-  const at::Tensor i = at::arange(rows, at::kLong).unsqueeze(1);
-  const at::Tensor j = at::arange(cols, at::kLong).unsqueeze(0);
-  return (j * step + i).remainder(modulo);
-}
+using sample_values::index_pattern;
+using sample_values::positive;
+using sample_values::values;
 
 SampleCall call(std::string op, std::vector<c10::IValue> arguments) {
   return {std::move(op), std::move(arguments)};
@@ -45,6 +33,34 @@ bool runs_on_cpu(const char* name) {
     if (op->hasKernelForDispatchKey(key)) return true;
   }
   return false;
+}
+
+// Bitwise ops need integers or bools; fills and masks take 0-dim values.
+void add_integer_and_bool_samples(std::vector<SampleCall>& samples) {
+  const at::Tensor a = values({5, 6}).to(at::kLong), b = values({5, 6}, 2).to(at::kLong);
+  const at::Tensor mask = values({5, 6}, 1).gt(0), x = values({5, 6});
+  for (const char* op :
+       {"aten::bitwise_and.Tensor", "aten::bitwise_or.Tensor", "aten::bitwise_xor.Tensor"}) {
+    samples.push_back(call(op, {a, b}));
+    samples.push_back(call(op, {mask, values({6}, 3).gt(0)}));
+  }
+  samples.push_back(call("aten::bitwise_not", {a}));
+  samples.push_back(call("aten::masked_fill.Tensor", {x, mask, at::scalar_tensor(7.0)}));
+  samples.push_back(call("aten::masked_fill_.Tensor", {x, mask, at::scalar_tensor(7.0)}));
+  samples.push_back(call("aten::fill_.Tensor", {x, at::scalar_tensor(-2.0)}));
+  samples.push_back(call("aten::is_nonzero", {values({1, 1}, 4)}));
+  samples.push_back(call("aten::addmv", {values({5}, 1), values({5, 7}), values({7}, 2), 1, 2}));
+}
+
+// layer_norm's backward, from the statistics its forward saves.
+void add_layer_norm_backward_sample(std::vector<SampleCall>& samples) {
+  const at::Tensor x = values({3, 5, 6}), weight = positive({6}), bias = values({6}, 1);
+  const std::vector<int64_t> normalized{6};
+  const auto forward = at::native_layer_norm(x, normalized, weight, bias, 1e-5);
+  samples.push_back(
+      call("aten::native_layer_norm_backward",
+           {values({3, 5, 6}, 2), x, normalized, std::get<1>(forward), std::get<2>(forward), weight,
+            bias, c10::List<bool>({true, true, true})}));
 }
 
 // The fused rms_norm of libtorch 2.9+, where the CPU runs it.
@@ -163,6 +179,8 @@ std::vector<SampleCall> builtin_samples() {
       call("aten::native_layer_norm",
            {x3, std::vector<int64_t>{6}, positive({6}), values({6}), 1e-5}),
   };
+  add_integer_and_bool_samples(s);
+  add_layer_norm_backward_sample(s);
   add_fused_rms_norm_samples(s);
   return s;
 }

@@ -2,14 +2,18 @@
 #include "dtensor/debug/rule_verifier.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <mutex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "dtensor/base/check.h"
 #include "dtensor/dispatch/op_runner.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/random.h"
 #include "placements/placements.h"
 #include "rules/registry.h"
 #include "rules/tensor_arguments.h"
@@ -17,17 +21,35 @@
 namespace dtensor {
 namespace {
 
+// Any fixed seed: the single-device call and every row draw alike.
+constexpr uint64_t kSeed = 20261123;
+
 c10::OperatorHandle find_op(const std::string& op_name) {
-  const auto dot = op_name.find('.');
-  const c10::OperatorName name(op_name.substr(0, dot),
-                               dot == std::string::npos ? "" : op_name.substr(dot + 1));
-  auto op = c10::Dispatcher::singleton().findOp(name);
+  const c10::optional<c10::OperatorHandle> op = find_operator(op_name);
   DTENSOR_CHECK(op.has_value(), "rule verifier: expected an operator, found no \"", op_name, "\"");
   return *op;
 }
 
+// Runs `op` on plain tensors as one device would after
+// at::manual_seed(kSeed), then gives the default generator its state back.
+void call_on_one_device(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  // Ranks of the local backend are threads sharing the default generator.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const at::Tensor state = generator.get_state();
+  generator.set_current_seed(kSeed);
+  try {
+    op.callBoxed(stack);
+  } catch (...) {
+    generator.set_state(state);
+    throw;
+  }
+  generator.set_state(state);
+}
+
 // Placements worth probing for a tensor of `ndim` dims on a mesh dim of `n`.
-std::vector<PlacementPtr> candidates(int64_t ndim, int64_t n) {
+std::vector<PlacementPtr> candidates(int64_t ndim, int64_t n, const VerifierOptions& options) {
   std::vector<PlacementPtr> out = {Replicate::make(), Partial::make(ReduceOp::kSum),
                                    Partial::make(ReduceOp::kAvg), Partial::make(ReduceOp::kMax),
                                    Partial::make(ReduceOp::kMin)};
@@ -41,6 +63,7 @@ std::vector<PlacementPtr> candidates(int64_t ndim, int64_t n) {
     units[0] = 1;
     out.push_back(Ragged::make(1, units));
   }
+  out.insert(out.end(), options.extra_placements.begin(), options.extra_placements.end());
   return out;
 }
 
@@ -102,47 +125,104 @@ std::string row_text(const ShardingRow& row) {
 
 struct FoundRow {
   ShardingRow row;
-  const OpRule* rule;
+  const OpRule* rule;  // null: the engine's own all-Replicate row
+  // A probe layout run through the dispatcher (the op has a decomposition).
+  bool decomposed = false;
 };
 
-// Every distinct row the rules offer under the probe layouts.
-std::vector<FoundRow> collect_rows(const c10::OperatorHandle& op, const DeviceMesh& mesh,
-                                   const SampleCall& sample, const std::vector<OpRule>& rules) {
-  const std::vector<at::Tensor> tensors = tensors_of(sample.arguments);
-  std::vector<std::vector<PlacementPtr>> probes(1, std::vector<PlacementPtr>(tensors.size(),
-                                                                             Replicate::make()));
+std::string found_text(const FoundRow& found) {
+  if (found.decomposed) {
+    return absl::StrCat("layout [", placements_to_string(found.row.inputs), "] (decomposed)");
+  }
+  return absl::StrCat("row ", row_text(found.row));
+}
+
+// Whether `ok` holds on every rank of `mesh`: a step may fail on one rank
+// only (an empty shard, a Partial term a dtype cannot hold), and all ranks
+// must then skip the collectives that follow together.
+bool on_every_rank(const DeviceMesh& mesh, bool ok) {
+  at::Tensor flag =
+      at::full({1}, ok ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(mesh.device()));
+  mesh.communicator(0)->all_reduce(flag, ReduceOp::kMin);
+  return flag.item<int>() == 1;
+}
+
+// Input layouts to probe: all Replicate, then each candidate placement for
+// one input alone and for all inputs alike.
+std::vector<std::vector<PlacementPtr>> probe_layouts(const std::vector<at::Tensor>& tensors,
+                                                     int64_t n, const VerifierOptions& options) {
+  std::vector<std::vector<PlacementPtr>> probes(
+      1, std::vector<PlacementPtr>(tensors.size(), Replicate::make()));
   for (size_t i = 0; i < tensors.size(); ++i) {
-    for (const PlacementPtr& p : candidates(tensors[i].dim(), mesh.size(0))) {
+    for (const PlacementPtr& p : candidates(tensors[i].dim(), n, options)) {
       probes.push_back(probes[0]);
       probes.back()[i] = p;
       probes.push_back(std::vector<PlacementPtr>(tensors.size(), p));
     }
   }
+  return probes;
+}
+
+// The sample laid out as `probe`, when every rank can lay it out.
+c10::optional<std::vector<c10::IValue>> laid_out_everywhere(
+    const DeviceMesh& mesh, const SampleCall& sample, const std::vector<PlacementPtr>& probe) {
+  std::vector<c10::IValue> arguments;
+  bool ok = true;
+  try {
+    arguments = laid_out(sample.arguments, mesh, probe);
+  } catch (const std::exception&) {
+    ok = false;  // a probe placement that does not fit some input (or dtype)
+  }
+  if (!on_every_rank(mesh, ok)) return c10::nullopt;
+  return arguments;
+}
+
+// Every distinct row the rules offer under the probe layouts; for a
+// decomposition, every distinct probe layout.
+std::vector<FoundRow> collect_rows(const c10::OperatorHandle& op, const DeviceMesh& mesh,
+                                   const SampleCall& sample, const std::vector<OpRule>& rules,
+                                   const VerifierOptions& options) {
+  const bool decomposed = rules.size() == 1 && !rules[0].strategy;
   std::vector<FoundRow> found;
-  std::set<std::string> seen;
-  for (const std::vector<PlacementPtr>& probe : probes) {
-    std::vector<c10::IValue> arguments;
-    try {
-      arguments = laid_out(sample.arguments, mesh, probe);
-    } catch (const std::exception&) {
-      continue;  // a probe placement that does not fit some input (or dtype)
+  std::set<std::string> seen, rule_rows;
+  for (const std::vector<PlacementPtr>& probe :
+       probe_layouts(tensors_of(sample.arguments), mesh.size(0), options)) {
+    const c10::optional<std::vector<c10::IValue>> arguments =
+        laid_out_everywhere(mesh, sample, probe);
+    if (!arguments) continue;
+    if (decomposed) {
+      ShardingRow row{probe, {}};
+      if (seen.insert(row_text(row)).second) found.push_back({std::move(row), nullptr, true});
+      continue;
     }
-    const OpCall call = make_call(op, arguments, DispatchModes{});
+    const OpCall call = make_call(op, *arguments, DispatchModes{});
+    const bool first_probe = seen.empty();
     for (const OpRule& rule : rules) {
-      if (!rule.strategy) continue;  // a decomposition: the ops it calls have samples
       for (ShardingRow& row : rule.strategy(call, 0)) {
         for (size_t i = 0; i < row.inputs.size(); ++i) {
           if (row.inputs[i] == nullptr) row.inputs[i] = call.placement(i, 0);
         }
-        const std::string key = absl::StrCat(&rule - rules.data(), row_text(row));
-        if (seen.insert(key).second) found.push_back({std::move(row), &rule});
+        const std::string text = row_text(row);
+        if (seen.insert(absl::StrCat(&rule - rules.data(), text)).second) {
+          found.push_back({std::move(row), &rule});
+        }
+        rule_rows.insert(text);
       }
+    }
+    // The row the engine adds unless a rule offers it (rules that only
+    // refuse have no other): it checks the output shapes and the wrapping.
+    ShardingRow replicate = replicate_row(call);
+    if (first_probe && rule_rows.count(row_text(replicate)) == 0) {
+      seen.insert(row_text(replicate));
+      found.push_back({std::move(replicate), nullptr});
     }
   }
   return found;
 }
 
-bool same_value(const c10::IValue& got, const c10::IValue& want) {
+// Whether output `got` (DTensors) reassembles to `want` (plain); only shapes
+// and dtypes when the op's values are unspecified.
+bool same_value(const c10::IValue& got, const c10::IValue& want, bool values_unspecified) {
   if (want.isTensor()) {
     const at::Tensor expected = want.toTensor();
     if (!got.isTensor() || !is_dtensor(got.toTensor())) return false;
@@ -150,6 +230,7 @@ bool same_value(const c10::IValue& got, const c10::IValue& want) {
     if (full.sizes() != expected.sizes() || full.scalar_type() != expected.scalar_type()) {
       return false;
     }
+    if (values_unspecified) return true;
     if (!at::isFloatingType(expected.scalar_type())) return at::equal(full, expected);
     return at::allclose(full, expected, 1e-5, 1e-6, /*equal_nan=*/true);
   }
@@ -157,7 +238,9 @@ bool same_value(const c10::IValue& got, const c10::IValue& want) {
     const auto expected = want.toTensorList();
     if (!got.isTensorList() || got.toTensorList().size() != expected.size()) return false;
     for (size_t k = 0; k < expected.size(); ++k) {
-      if (!same_value(got.toTensorList().get(k), expected.get(k))) return false;
+      if (!same_value(got.toTensorList().get(k), expected.get(k), values_unspecified)) {
+        return false;
+      }
     }
     return true;
   }
@@ -166,56 +249,87 @@ bool same_value(const c10::IValue& got, const c10::IValue& want) {
   return true;
 }
 
-// Whether `ok` holds on every rank of `mesh`: a local op may fail on one
-// rank only (an empty shard), and all ranks must then skip the collectives
-// that follow together.
-bool on_every_rank(const DeviceMesh& mesh, bool ok) {
-  at::Tensor flag = at::full({1}, ok ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(mesh.device()));
-  mesh.communicator(0)->all_reduce(flag, ReduceOp::kMin);
-  return flag.item<int>() == 1;
-}
+enum class RowOutcome { kRight, kWrong, kSkipped, kRefused };
 
-// Runs the op laid out as `found` and compares with `expected`; an empty
-// string when right.
-std::string check_row(const c10::OperatorHandle& op, const DeviceMesh& mesh,
-                      const SampleCall& sample, const FoundRow& found,
-                      const torch::jit::Stack& expected) {
+// Runs the op laid out as `found` (seeded as the single-device call was);
+// sets `problem` when the outputs differ from `expected`, or to the error of
+// a decomposition that refused the layout alike on every rank.
+RowOutcome check_row(const c10::OperatorHandle& op, const DeviceMesh& mesh,
+                     const SampleCall& sample, const FoundRow& found,
+                     const torch::jit::Stack& expected, std::string& problem) {
   torch::jit::Stack stack = laid_out(sample.arguments, mesh, found.row.inputs);
-  const OpCall call = make_call(op, stack, DispatchModes{});
-  const std::unique_ptr<Propagation> propagation =
-      propagation_for_rows(call, {found.row}, found.rule);
-  if (propagation == nullptr) return "";  // the engine would never choose it
+  std::unique_ptr<Propagation> propagation;
+  c10::optional<OpCall> call;
+  if (!found.decomposed) {
+    call.emplace(make_call(op, stack, DispatchModes{}));
+    propagation = propagation_for_rows(*call, {found.row}, found.rule);
+    if (propagation == nullptr) return RowOutcome::kSkipped;  // never chosen for these shapes
+  }
   std::string raised;
+  bool refused = false;
   try {
-    run_with_propagation(op, stack, *propagation, &call);
+    manual_seed(kSeed);
+    if (!found.decomposed) {
+      run_with_propagation(op, stack, *propagation, &*call);
+    } else {
+      // A decomposition propagates op by op; below autograd, as the DTensor
+      // kernel runs (a custom op may have no autograd kernel).
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      op.callBoxed(stack);
+    }
+  } catch (const Error& e) {
+    raised = e.what();
+    refused = found.decomposed;  // a row the rule offered itself must run
   } catch (const std::exception& e) {
     raised = e.what();
   }
   if (!on_every_rank(mesh, raised.empty())) {
-    return absl::StrCat("raised on some rank", raised.empty() ? "" : ": ", raised);
+    // Probe layouts are arbitrary: a decomposition may refuse one clearly
+    // (an op it calls has no rule, an in-place op on a Partial).
+    if (on_every_rank(mesh, refused)) {
+      problem = raised;
+      return RowOutcome::kRefused;
+    }
+    problem = absl::StrCat("raised on some rank", raised.empty() ? "" : ": ", raised);
+    return RowOutcome::kWrong;
   }
+  const bool values_unspecified = op.schema().name().find("empty") != std::string::npos;
   for (size_t j = 0; j < expected.size(); ++j) {
-    if (!same_value(stack[j], expected[j])) return absl::StrCat("output ", j, " differs");
+    if (!same_value(stack[j], expected[j], values_unspecified)) {
+      problem = absl::StrCat("output ", j, " differs");
+      return RowOutcome::kWrong;
+    }
   }
-  return "";
+  return RowOutcome::kRight;
 }
 
 }  // namespace
 
-VerifierReport verify_rules(const DeviceMesh& mesh, const SampleCall& sample) {
+VerifierReport verify_rules(const DeviceMesh& mesh, const SampleCall& sample,
+                            const VerifierOptions& options) {
   DTENSOR_CHECK(mesh.ndim() == 1, "rule verifier: expected a 1-D mesh, found ", mesh.to_string());
   const c10::OperatorHandle op = find_op(sample.op_name);
   const auto rules = RuleRegistry::global().find(op.operator_name());
   DTENSOR_CHECK(rules != nullptr, "rule verifier: ", sample.op_name, " has no rule");
   torch::jit::Stack expected = cloned(sample.arguments);
-  op.callBoxed(expected);
+  call_on_one_device(op, expected);
   VerifierReport report;
-  for (const FoundRow& found : collect_rows(op, mesh, sample, *rules)) {
-    ++report.rows_checked;
-    const std::string problem = check_row(op, mesh, sample, found, expected);
-    if (!problem.empty()) {
-      report.failures.push_back(
-          absl::StrCat(sample.op_name, " row ", row_text(found.row), ": ", problem));
+  for (const FoundRow& found : collect_rows(op, mesh, sample, *rules, options)) {
+    std::string problem;
+    switch (check_row(op, mesh, sample, found, expected, problem)) {
+      case RowOutcome::kSkipped:
+        ++report.rows_skipped;
+        break;
+      case RowOutcome::kRefused:
+        report.refusals.push_back(absl::StrCat(found_text(found), ": ", problem));
+        break;
+      case RowOutcome::kWrong:
+        report.failures.push_back(
+            absl::StrCat(sample.op_name, " ", found_text(found), ": ", problem));
+        [[fallthrough]];
+      case RowOutcome::kRight:
+        ++report.rows_checked;
+        break;
     }
   }
   return report;

@@ -11,6 +11,7 @@
 // and per-head scores q_h k_h^T stay local to each rank's heads: no
 // collective at all. Checks everything against the single-device tensors.
 // No launcher: `./build/examples/interleaved_shard/interleaved_shard_demo`.
+#include <atomic>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -70,8 +71,10 @@ bool show_merged_qkv_projection() {
   const dtensor::examples::QkvProjection expected_qkv = dtensor::examples::project_qkv(x, w_qkv);
   const dtensor::examples::HeadAttention expected =
       dtensor::examples::attend_per_head(expected_qkv, heads);
+  // Each rank writes only its own line; `ok` is written by every rank's
+  // thread, so it is atomic.
   std::vector<std::string> lines(world);
-  bool ok = true;
+  std::atomic<bool> ok{true};
   dtensor::run_ranks(world, [&](int rank) {
     dtensor::DeviceMesh mesh = dtensor::init_device_mesh("local", {world}, {"tp"});
     const at::Tensor dx = dtensor::distribute_tensor(x, mesh, dtensor::parse_placements("R"));
@@ -110,9 +113,12 @@ int main() {
   const at::Tensor weight =
       (at::arange(12, at::kFloat).unsqueeze(1) * 10 + at::arange(4, at::kFloat)).contiguous();
   const int world = 2;
+  // Each rank writes only its own entries of `before` and `after`, and only
+  // rank 0 writes `plan_text`; `ok` is written by every rank's thread, so it
+  // is atomic. run_ranks joins the threads before anything here is read.
   std::vector<std::string> before(world), after(world);
   std::string plan_text;
-  bool ok = true;
+  std::atomic<bool> ok{true};
   dtensor::run_ranks(world, [&](int rank) {
     dtensor::DeviceMesh mesh = dtensor::init_device_mesh("local", {world}, {"tp"});
     const std::vector<dtensor::PlacementPtr> interleaved = {dtensor::InterleavedShard::make(0, 3)};
@@ -147,7 +153,7 @@ int main() {
   for (const std::string& text : after) std::cout << text;
   std::cout << "plan:\n" << plan_text;
   if (!plan_text.empty() && plan_text.back() != '\n') std::cout << "\n";
-  ok = show_merged_qkv_projection() && ok;
-  std::cout << (ok ? "matches single-device" : "MISMATCH") << "\n";
-  return ok ? 0 : 1;
+  const bool all_ok = show_merged_qkv_projection() && ok;
+  std::cout << (all_ok ? "matches single-device" : "MISMATCH") << "\n";
+  return all_ok ? 0 : 1;
 }

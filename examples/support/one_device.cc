@@ -1,6 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include "examples/support/one_device.h"
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 
 #include "dtensor/dtensor.h"
@@ -17,6 +19,12 @@ at::Tensor global_value(const at::Tensor& t) {
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (global_value(a) - global_value(b)).abs().max().item<double>();
+}
+
+bool loss_matches(double loss, double reference, double absolute_tolerance,
+                  double relative_tolerance) {
+  return std::abs(loss - reference) <=
+         absolute_tolerance + relative_tolerance * std::abs(reference);
 }
 
 }  // namespace dtensor::examples

@@ -24,11 +24,17 @@
 namespace dtensor {
 namespace {
 
-// The input's layout for every output; a Partial input reads as Replicate.
+// The input's layout for every output (a Partial input reads as
+// Replicate), and all-Replicate: the rule's own, so that the engine never
+// runs the op itself, which would draw from the default generator.
 std::vector<ShardingRow> same_layout_rows(const OpCall& call, int64_t m, size_t outputs) {
   const PlacementPtr& p = call.placement(0, m);
   const PlacementPtr out = p->is_partial() ? Replicate::make() : p;
-  return {{{out}, std::vector<PlacementPtr>(outputs, out)}};
+  std::vector<ShardingRow> rows = {{{out}, std::vector<PlacementPtr>(outputs, out)}};
+  if (!out->is_replicate()) {
+    rows.push_back({{Replicate::make()}, std::vector<PlacementPtr>(outputs, Replicate::make())});
+  }
+  return rows;
 }
 
 // The calling rank's part of `global` (on the CPU) as output `k` lays it out,

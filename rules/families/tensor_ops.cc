@@ -109,9 +109,13 @@ std::vector<ShardingRow> gather_by_index_rows(const OpCall& call, int64_t m) {
   return rows;
 }
 
+// Ops returning a plain value (a Scalar, a bool) of whole tensors: only the
+// engine's all-Replicate row. No tensor output has a shape to infer (and
+// libtorch 1.13 has no meta kernel for them to infer it from).
 OpRule replicated_only() {
   OpRule rule;
   rule.strategy = [](const OpCall&, int64_t) { return std::vector<ShardingRow>{}; };
+  rule.output_shapes = [](const OpCall&) { return std::vector<std::vector<int64_t>>{}; };
   return rule;
 }
 

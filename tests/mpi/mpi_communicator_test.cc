@@ -350,13 +350,21 @@ TEST(MpiCommunicatorTest, BadArgumentsThrowOnEveryRank) {
   expect_error_on_every_rank(
       comm, [&] { comm.send(t, comm.rank()); }, "peer");
 
-  // Only the root checks a scatter's input: it tells the others first.
+  // A refusal on one rank (the root, of its input) reaches every rank.
   at::Tensor scatter_out = at::empty({2, 3});
   const at::Tensor scatter_in = comm.rank() == 0 ? at::ones({2 * size + 1, 3}) : at::Tensor();
   expect_error_on_every_rank(
       comm, [&] { comm.scatter(scatter_in, scatter_out, 0); },
       comm.rank() == 0 ? "scatter: input: expected shape"
-                       : "scatter: expected a valid input on root rank 0");
+                       : "scatter: expected valid arguments on every rank, found a rank that "
+                         "refused its own");
+  // A non-root rank's output is checked where it is, and the root learns too.
+  at::Tensor root_out = comm.rank() == size - 1 ? at::empty({3, 2}).t() : at::empty({2, 3});
+  const at::Tensor root_in = comm.rank() == 0 ? at::ones({2 * size, 3}) : at::Tensor();
+  expect_error_on_every_rank(
+      comm, [&] { comm.scatter(root_in, root_out, 0); },
+      comm.rank() == size - 1 || size == 1 ? "scatter: output: expected a contiguous tensor"
+                                           : "scatter: expected valid arguments on every rank");
 
   // Still usable afterwards.
   at::Tensor sum = at::ones({2});

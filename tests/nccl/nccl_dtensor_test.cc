@@ -14,8 +14,8 @@
 
 #include "dtensor/dtensor.h"
 #include "dtensor/random.h"
-#ifndef DTENSOR_NO_TP_MLP
 #include "tests/nccl/cuda_device.h"
+#ifndef DTENSOR_NO_TP_MLP
 #include "tests/support/tp_mlp_expectations.h"
 #endif
 #include "mesh/communicator.h"

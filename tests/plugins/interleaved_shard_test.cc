@@ -453,11 +453,16 @@ TEST(InterleavedShardTest, RuleVerifierAcceptsThePluginSplitRule) {
   run_ranks(2, [](int) {
     const DeviceMesh mesh = init_device_mesh("local", {2});
     const at::Tensor t = make_global({6, 6});
+    // Only an interleaved input makes the plugin's rule offer its rows.
+    VerifierOptions with_plugin;
+    with_plugin.extra_placements = {InterleavedShard::make(1, 3), InterleavedShard::make(0, 3)};
     for (const SampleCall& sample :
          {SampleCall{"aten::split.Tensor", {t, int64_t{2}, int64_t{1}}},
-          SampleCall{"aten::split_with_sizes", {t, std::vector<int64_t>{2, 4}, int64_t{0}}}}) {
-      const VerifierReport report = verify_rules(mesh, sample);
-      EXPECT_GT(report.rows_checked, 0) << sample.op_name;
+          SampleCall{"aten::split_with_sizes", {t, std::vector<int64_t>{2, 2, 2}, int64_t{0}}}}) {
+      const VerifierReport built_in = verify_rules(mesh, sample);
+      const VerifierReport report = verify_rules(mesh, sample, with_plugin);
+      // At least the row IS(d,3) -> [S(d), S(d), S(d)] joins the built-in ones.
+      EXPECT_GT(report.rows_checked, built_in.rows_checked) << sample.op_name;
       for (const std::string& failure : report.failures) ADD_FAILURE() << failure;
     }
   });

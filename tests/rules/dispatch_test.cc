@@ -268,6 +268,37 @@ TEST(DispatchTest, InPlaceOpsKeepTheLayoutAndUpdateValues) {
   });
 }
 
+// Found by the rule verifier: the engine's own all-Replicate row did not
+// relayout the tensor an in-place view writes, so t_ of a replicated DTensor
+// raised, and ops returning a plain value failed to infer output shapes on
+// libtorch 1.13 (no meta kernels).
+TEST(DispatchTest, InPlaceViewsOfReplicatedDTensorsTakeTheNewShape) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({5, 3});
+    DTensor x = dist(a.clone(), mesh, "R");
+    x.tensor().t_();
+    EXPECT_DT(x, a.t(), "R");
+    x.tensor().unsqueeze_(0);
+    EXPECT_DT(x, a.t().unsqueeze(0), "R");
+    x.tensor().transpose_(0, 2);
+    EXPECT_DT(x, a.t().unsqueeze(0).transpose(0, 2), "R");
+  });
+}
+
+TEST(DispatchTest, OpsReturningPlainValuesRunOnWholeTensors) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({5, 3});
+    const at::Tensor x = dist(a, mesh, "S(0)").tensor();
+    EXPECT_EQ(x.sum().item<float>(), a.sum().item<float>());
+    EXPECT_TRUE(at::equal(x, dist(a, mesh, "S(1)").tensor()));
+    EXPECT_FALSE(at::equal(x, dist(a + 1, mesh, "S(0)").tensor()));
+    EXPECT_TRUE(at::allclose(x, dist(a + 1e-9, mesh, "R").tensor()));
+    EXPECT_TRUE(dist(iota({1}), mesh, "R").tensor().is_nonzero());
+  });
+}
+
 TEST(DispatchTest, OutFormWritesIntoTheDTensor) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
