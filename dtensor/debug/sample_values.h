@@ -1,23 +1,24 @@
 // Copyright 2026 The dtensor Authors.
 //
 // dtensor/debug/sample_values.h: the tensors the rule verifier's samples are
-// made of. Values are small integers (exact in every float dtype, so sums in
-// any order agree), shapes split unevenly over 4 ranks.
+// made of. Values are small random integers (exact in every float dtype, so
+// sums in any order agree), shapes split unevenly over 4 ranks.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 namespace dtensor {
 namespace sample_values {
 
-// Integers in [-3, 3] of `shape`, shifted by `seed`.
+// Random integers in [-3, 3] of `shape`, the same for the same `seed` on
+// every rank and in every process.
 inline at::Tensor values(std::vector<int64_t> shape, int64_t seed = 0) {
-  int64_t numel = 1;
-  for (int64_t s : shape) numel *= s;
-  return (at::arange(numel, at::kLong).add(seed).remainder(7) - 3).to(at::kFloat).reshape(shape);
+  const at::Generator generator = at::detail::createCPUGenerator(0x5eed + seed);
+  return at::randint(-3, 4, shape, generator, at::TensorOptions().dtype(at::kFloat));
 }
 
 // values() with 4 in place of 0: a divisor that is never zero (a Partial's
