@@ -191,7 +191,8 @@ std::vector<FoundRow> collect_rows(const c10::OperatorHandle& op, const DeviceMe
         laid_out_everywhere(mesh, sample, probe);
     if (!arguments) continue;
     if (decomposed) {
-      ShardingRow row{probe, {}};
+      ShardingRow row;
+      row.inputs = probe;
       if (seen.insert(row_text(row)).second) found.push_back({std::move(row), nullptr, true});
       continue;
     }

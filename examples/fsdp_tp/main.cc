@@ -14,15 +14,8 @@
 
 namespace {
 
-using dtensor::examples::loss_matches;
-
-constexpr double kDiffTolerance = 1e-5;  // on gradients and updated parameters
-
-// `<=`, never `>`: a NaN difference is a mismatch.
-bool agrees_with_one_device(const dtensor::examples::FsdpTpStep& s) {
-  return loss_matches(s.loss, s.reference_loss) && s.max_grad_diff <= kDiffTolerance &&
-         s.max_param_diff <= kDiffTolerance;
-}
+// On gradients and updated parameters.
+constexpr double kDiffTolerance = 1e-5;
 
 void print_placements(const char* what, const dtensor::examples::ParameterPlacements& p) {
   std::printf("    %-13s", what);
@@ -43,7 +36,7 @@ int main() {
       options.fsdp_shards_tp_dim = fsdp_shards_tp_dim;
       const auto steps = dtensor::examples::train_fsdp_tp(mesh, options);
       for (const auto& s : steps) {
-        if (!agrees_with_one_device(s)) agree = false;
+        if (!dtensor::examples::step_agrees(s, kDiffTolerance)) agree = false;
       }
       if (rank != 0) continue;
       std::printf("FSDP + TP on %s, FSDP sharding %s\n", mesh.to_string().c_str(),

@@ -19,4 +19,13 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b);
 bool loss_matches(double loss, double reference, double absolute_tolerance = 1e-5,
                   double relative_tolerance = 1e-5);
 
+// Whether a training step (with loss, reference_loss, max_grad_diff and
+// max_param_diff) agrees with one device: the losses match and both
+// differences are within `tolerance` (`<=`: a NaN difference fails).
+template <typename Step>
+bool step_agrees(const Step& step, double tolerance) {
+  return loss_matches(step.loss, step.reference_loss) && step.max_grad_diff <= tolerance &&
+         step.max_param_diff <= tolerance;
+}
+
 }  // namespace dtensor::examples

@@ -13,15 +13,8 @@
 
 namespace {
 
-using dtensor::examples::loss_matches;
-
-constexpr double kDiffTolerance = 1e-4;  // on gradients and updated parameters
-
-// `<=`, never `>`: a NaN difference is a mismatch.
-bool agrees_with_one_device(const dtensor::examples::TpMlpStep& s) {
-  return loss_matches(s.loss, s.reference_loss) && s.max_grad_diff <= kDiffTolerance &&
-         s.max_param_diff <= kDiffTolerance;
-}
+// On gradients and updated parameters.
+constexpr double kDiffTolerance = 1e-4;
 
 }  // namespace
 
@@ -42,7 +35,7 @@ int main() {
                     "w1.grad [%s]\n",
                     i, s.loss, s.reference_loss, s.max_grad_diff, s.output_placements.c_str(),
                     s.weight_grad_placements.c_str());
-        if (!agrees_with_one_device(s)) agree = false;
+        if (!dtensor::examples::step_agrees(s, kDiffTolerance)) agree = false;
       }
     }
   });
