@@ -38,13 +38,15 @@ bool is_out_argument(const c10::Argument& argument) {
          argument.alias_info()->isWrite();
 }
 
-// The first tensor holds zeros (relu, sign and abs meet them); later ones
-// never do, since they may be divisors.
+// A matrix, a row to broadcast, a 0-dim value. The first tensor holds zeros
+// (relu, sign and abs meet them); later ones never do, since they may be
+// divisors.
 Candidates tensor_candidates(const std::string& name, int64_t seed) {
   if (name == "condition" || name == "mask") return {values({5, 6}, seed).gt(0)};
   if (name == "index" || name == "indices") return {index_pattern(5, 6, 1, 5)};
-  if (seed == 0) return {values({5, 6}), values({6})};
-  return {nonzero({5, 6}, seed), nonzero({6}, seed)};
+  if (name == "scalars") return {nonzero({2}, seed)};  // one per tensor of a list
+  if (seed == 0) return {values({5, 6}), values({6}), values({})};
+  return {nonzero({5, 6}, seed), nonzero({6}, seed), nonzero({}, seed)};
 }
 
 Candidates int_candidates(const std::string& name) {
@@ -113,14 +115,9 @@ Candidates argument_candidates(const c10::Argument& argument, int64_t seed) {
   c10::TypePtr type = argument.type();
   if (type->kind() == c10::TypeKind::OptionalType) {
     if (out.empty()) out.push_back(c10::IValue());
+    // Dtypes, layouts, devices, memory formats and generators have no
+    // candidates of their own: they stay left out.
     type = type->containedType(0);
-    // Dtypes, layouts, devices, memory formats and generators stay left out.
-    if (type->kind() != c10::TypeKind::TensorType && type->kind() != c10::TypeKind::NumberType &&
-        type->kind() != c10::TypeKind::IntType && type->kind() != c10::TypeKind::SymIntType &&
-        type->kind() != c10::TypeKind::FloatType && type->kind() != c10::TypeKind::BoolType &&
-        type->kind() != c10::TypeKind::ListType) {
-      return out;
-    }
   }
   for (c10::IValue& value : plain_candidates(type, argument, seed)) out.push_back(std::move(value));
   return out;
