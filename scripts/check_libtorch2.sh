@@ -5,12 +5,14 @@
 # without the GPU machine's pip torch.
 #
 #   bash scripts/check_libtorch2.sh          # CPU libtorch 2.6: build, then ctest -E bench
+#   bash scripts/check_libtorch2.sh --sid    # the same in Debian sid (libtorch 2.14 when
+#                                            # written; g++ 16, C++20)
 #   bash scripts/check_libtorch2.sh --cuda   # CUDA libtorch 2.6 + NCCL 2.22: configure with
 #                                            # DTENSOR_WITH_NCCL=ON and build everything
 #                                            # (no GPU here: nothing runs)
 #
 # Needs root and network access to deb.debian.org. The chroots live in
-# /work/trixie-root (CPU) and /work/trixie-cuda (CUDA), outside the repo; a
+# /work/trixie-root (CPU), /work/sid-root and /work/trixie-cuda (CUDA), outside the repo; a
 # second run reuses them and their ccache. The build is a clone of this
 # repo's HEAD: commit first. Logs: <chroot>/b/{build,ctest}.log.
 #
@@ -21,7 +23,9 @@
 set -euo pipefail
 
 cuda=0
+suite=trixie
 [[ "${1:-}" == "--cuda" ]] && cuda=1
+[[ "${1:-}" == "--sid" ]] && suite=sid
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 if [[ $cuda == 1 ]]; then
   root=/work/trixie-cuda
@@ -29,7 +33,7 @@ if [[ $cuda == 1 ]]; then
   packages=(libtorch-cuda-dev libnccl-dev nvidia-cuda-toolkit)
   cmake_flags=(-DDTENSOR_WITH_NCCL=ON -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined)
 else
-  root=/work/trixie-root
+  root=/work/$suite-root
   components=main,contrib
   packages=(libtorch-dev)
   cmake_flags=()
@@ -45,8 +49,8 @@ make_root() {
     mkdir -p $dbs && (cd $dbs && apt-get download debootstrap && dpkg -x debootstrap_*.deb .)
   fi
   DEBOOTSTRAP_DIR=$dbs/usr/share/debootstrap $dbs/usr/sbin/debootstrap --no-check-gpg \
-    --variant=minbase --components=$components trixie "$root" http://deb.debian.org/debian
-  echo "deb [trusted=yes] http://deb.debian.org/debian trixie ${components//,/ }" \
+    --variant=minbase --components=$components $suite "$root" http://deb.debian.org/debian
+  echo "deb [trusted=yes] http://deb.debian.org/debian $suite ${components//,/ }" \
     >"$root/etc/apt/sources.list"
 }
 
@@ -63,7 +67,9 @@ mount_once bind /dev "$root/dev"
 mount_once bind /dev/pts "$root/dev/pts"
 mount_once bind "$repo" "$root/src" ro
 
-in_root "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+# Valid-Until: this machine's clock may be behind or ahead of the mirror's
+# (sid's Release file then reads as expired).
+in_root "apt-get -o Acquire::Check-Valid-Until=false update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
   --no-install-recommends ${packages[*]} >/tmp/install.log 2>&1 || true"
 if [[ $cuda == 1 ]]; then  # see the header: cuDNN's installer cannot download
   in_root "printf '#!/bin/sh\nexit 0\n' >/var/lib/dpkg/info/nvidia-cudnn.postinst &&

@@ -131,13 +131,24 @@ std::optional<ElementOp> find_element_op(
   const std::string preferred = preferred_overload(name.overload_name);
   std::stable_partition(candidates.begin(), candidates.end(),
                         [&](const c10::OperatorName& c) { return c.overload_name == preferred; });
+  // The pairing that reads fewest tensors as per-element scalars: a 0-dim
+  // `other` of `_foreach_add.Tensor_out` is one value for every element
+  // (add.out), not a tensor of one scalar per element (add.Scalar_out).
+  std::optional<ElementOp> best;
+  int64_t best_conversions = 0;
   for (const c10::OperatorName& candidate : candidates) {
     auto op = c10::Dispatcher::singleton().findOp(candidate);
     if (!op) continue;
     auto sources = pair_arguments(foreach_op.schema(), op->schema());
-    if (sources) return ElementOp{*op, std::move(*sources)};
+    if (!sources) continue;
+    const int64_t conversions =
+        std::count(sources->begin(), sources->end(), Source::kTensorElement);
+    if (!best || conversions < best_conversions) {
+      best = ElementOp{*op, std::move(*sources)};
+      best_conversions = conversions;
+    }
   }
-  return std::nullopt;
+  return best;
 }
 
 // The common length of the call's list arguments.
