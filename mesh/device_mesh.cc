@@ -268,6 +268,10 @@ DeviceMesh DeviceMesh::operator[](std::string_view dim_name) const {
   return (*this)[std::vector<std::string>{std::string(dim_name)}];
 }
 
+DeviceMesh DeviceMesh::operator[](std::initializer_list<std::string_view> dim_names) const {
+  return (*this)[std::vector<std::string>(dim_names.begin(), dim_names.end())];
+}
+
 DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& dim_names) const {
   DTENSOR_CHECK(!dim_names.empty(),
                 "DeviceMesh slicing: expected at least one dim name, found none");

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -84,6 +85,9 @@ class DeviceMesh {
   // and in mesh order. Local: no communicator is created.
   DeviceMesh operator[](std::string_view dim_name) const;
   DeviceMesh operator[](const std::vector<std::string>& dim_names) const;
+  // `mesh[{"dp", "tp"}]`. Without it, C++20 reads the two literals as
+  // string_view's (first, last) constructor too, and the call is ambiguous.
+  DeviceMesh operator[](std::initializer_list<std::string_view> dim_names) const;
 
   // A 1-D mesh called `name` over all ranks of this mesh, with one
   // communicator for the whole group (created on first use, then cached).
