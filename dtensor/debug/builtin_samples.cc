@@ -5,7 +5,6 @@
 // (schema_samples.cc) would miss the interesting cases: index tensors,
 // reductions over several dims, views that split a sharded dim.
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <limits>
 
@@ -21,18 +20,6 @@ using sample_values::values;
 
 SampleCall call(std::string op, std::vector<c10::IValue> arguments) {
   return {std::move(op), std::move(arguments)};
-}
-
-// Whether this libtorch has operator `name` (default overload) and can run
-// it on the CPU, where the verifier computes: ops of newer versions only.
-bool runs_on_cpu(const char* name) {
-  const auto op = c10::Dispatcher::singleton().findSchema({name, ""});
-  if (!op) return false;
-  for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CompositeExplicitAutograd,
-                               c10::DispatchKey::CompositeImplicitAutograd}) {
-    if (op->hasKernelForDispatchKey(key)) return true;
-  }
-  return false;
 }
 
 // Bitwise ops need integers or bools; fills and masks take 0-dim values.
@@ -179,6 +166,11 @@ std::vector<SampleCall> builtin_samples() {
       call("aten::native_layer_norm",
            {x3, std::vector<int64_t>{6}, positive({6}), values({6}), 1e-5}),
   };
+  // libtorch 2.14's list matmul: shapes that multiply, one pair per element.
+  if (runs_on_cpu("aten::_foreach_mm")) {
+    s.push_back(call("aten::_foreach_mm", {c10::List<at::Tensor>({m1, values({3, 7}, 5)}),
+                                           c10::List<at::Tensor>({m2, values({7, 2}, 6)})}));
+  }
   add_integer_and_bool_samples(s);
   add_layer_norm_backward_sample(s);
   add_fused_rms_norm_samples(s);

@@ -75,10 +75,15 @@ std::vector<SampleCall> builtin_samples();
 // builtin_samples(), then one sample made from the schema of every other op
 // with a rule, in op name order (the same on every rank). Ops of this
 // libtorch for which no schema-made arguments run are appended to
-// `unsampled`; ops this libtorch does not have are left out.
+// `unsampled`; ops this libtorch does not have, or cannot run on the CPU
+// where the verifier computes (libtorch 2.14's _fused_rms_norm_backward),
+// are left out.
 std::vector<SampleCall> all_samples(std::vector<std::string>* unsampled = nullptr);
 
 // The operator named "ns::name" or "ns::name.overload", if this libtorch has it.
 c10::optional<c10::OperatorHandle> find_operator(const std::string& op_name);
+
+// Whether this libtorch has that operator with a kernel for CPU tensors.
+bool runs_on_cpu(const std::string& op_name);
 
 }  // namespace dtensor

@@ -185,15 +185,25 @@ c10::optional<c10::OperatorHandle> find_operator(const std::string& op_name) {
   return c10::Dispatcher::singleton().findOp(name);
 }
 
+bool runs_on_cpu(const std::string& op_name) {
+  const c10::optional<c10::OperatorHandle> op = find_operator(op_name);
+  if (!op || !op->hasSchema()) return false;
+  for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CompositeExplicitAutograd,
+                               c10::DispatchKey::CompositeExplicitAutogradNonFunctional,
+                               c10::DispatchKey::CompositeImplicitAutograd}) {
+    if (op->hasKernelForDispatchKey(key)) return true;
+  }
+  return false;
+}
+
 std::vector<SampleCall> all_samples(std::vector<std::string>* unsampled) {
   std::vector<SampleCall> samples = builtin_samples();
   std::set<std::string> sampled;
   for (const SampleCall& sample : samples) sampled.insert(sample.op_name);
   for (const std::string& op_name : RuleRegistry::global().op_names()) {
     if (sampled.count(op_name) != 0) continue;
-    const c10::optional<c10::OperatorHandle> op = find_operator(op_name);
-    if (!op || !op->hasSchema()) continue;  // an op of another libtorch version
-    c10::optional<SampleCall> sample = schema_sample(op_name, *op);
+    if (!runs_on_cpu(op_name)) continue;  // another libtorch's op, or a GPU-only one
+    c10::optional<SampleCall> sample = schema_sample(op_name, *find_operator(op_name));
     if (sample) {
       samples.push_back(std::move(*sample));
     } else if (unsampled != nullptr) {
