@@ -85,10 +85,13 @@ class Parser {
     return parser(PlacementArguments(text_, name, column, std::move(arguments)));
   }
 
+  // Whether an identifier (a key, a name) starts here.
+  bool at_identifier() { return std::isalpha(static_cast<unsigned char>(peek())) || peek() == '_'; }
+
   PlacementArguments::Argument argument() {
     PlacementArguments::Argument arg;
     arg.column = skip_space();
-    if (std::isalpha(static_cast<unsigned char>(peek())) || peek() == '_') {
+    if (at_identifier()) {
       std::string word = identifier("an argument");
       if (accept('=')) {
         arg.key = std::move(word);
@@ -106,7 +109,7 @@ class Parser {
         while (accept(',')) arg.list.push_back(integer());
         expect(']');
       }
-    } else if (std::isalpha(static_cast<unsigned char>(peek())) || peek() == '_') {
+    } else if (at_identifier()) {
       arg.kind = PlacementArguments::Argument::Kind::kName;
       arg.name = identifier("a value");
     } else {

@@ -6,6 +6,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 
@@ -182,7 +183,10 @@ c10::optional<std::vector<c10::IValue>> laid_out_everywhere(
 std::vector<FoundRow> collect_rows(const c10::OperatorHandle& op, const DeviceMesh& mesh,
                                    const SampleCall& sample, const std::vector<OpRule>& rules,
                                    const VerifierOptions& options) {
-  const bool decomposed = rules.size() == 1 && !rules[0].strategy;
+  // As the engine decides: a decomposition, where any rule has one, is all
+  // that runs.
+  const bool decomposed = std::any_of(rules.begin(), rules.end(),
+                                      [](const OpRule& rule) { return bool(rule.decomposition); });
   std::vector<FoundRow> found;
   std::set<std::string> seen, rule_rows;
   for (const std::vector<PlacementPtr>& probe :

@@ -5,11 +5,12 @@
 //
 // Each argument gets a short list of candidate values chosen by its type and
 // name (a `dim` is 1 or 0, a `size` is [30], [6, 5] or [5, 6], a tensor is
-// [5, 6] or [6], an optional is first left out), and the first combination
-// the op accepts on plain CPU tensors is the sample. An `out=` tensor is
-// then replaced by zeros of the shape the op gave it, so that rows can lay
-// it out. Ops that no combination runs are reported as unsampled: the
-// verifier's test names each of them with the reason.
+// [5, 6], [6] or 0-dim, an optional is first left out), and the first
+// combination the op accepts on plain CPU tensors is the sample. An `out=`
+// tensor is then replaced by zeros of the shape the op gave it, so that rows
+// can lay it out. Ops that no combination runs are reported as unsampled,
+// and the verifier's test requires there be none: such an op needs a
+// written sample in builtin_samples.cc.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
