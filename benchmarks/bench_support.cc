@@ -18,8 +18,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "dtensor/base/check.h"
-#include "mesh/local_communicator.h"
+#include <dtensor/base/check.h>
+#include <dtensor/mesh/local_communicator.h>
 
 namespace dtensor::bench {
 
@@ -32,7 +32,7 @@ RankContext make_context(std::shared_ptr<Communicator> comm, bool every_rank_dec
   return RankContext{std::move(comm), options, every_rank_decides, std::move(program)};
 }
 
-void synchronize_device(const RankContext& ctx) {
+void synchronize_device(const RankContext& /*ctx*/) {
 #if DTENSOR_HAVE_NCCL
   if (ctx.options.device().is_cuda()) {
     const cudaError_t status = cudaDeviceSynchronize();
@@ -68,7 +68,7 @@ std::vector<int64_t> uneven_counts(int64_t total, int n) {
 
 using Options = at::TensorOptions;
 
-Buffers prepare_in_place(const Communicator& c, const Options& o, int64_t numel) {
+Buffers prepare_in_place(const Communicator& /*c*/, const Options& o, int64_t numel) {
   return Buffers{zeros(o, numel), {}, {}, {}};
 }
 Buffers prepare_gather(const Communicator& c, const Options& o, int64_t numel) {
@@ -85,7 +85,7 @@ Buffers prepare_scatter_v(const Communicator& c, const Options& o, int64_t numel
   std::vector<int64_t> counts = uneven_counts(numel, c.size());
   return Buffers{zeros(o, numel), zeros(o, counts[c.rank()]), counts, {}};
 }
-Buffers prepare_all_to_all(const Communicator& c, const Options& o, int64_t numel) {
+Buffers prepare_all_to_all(const Communicator& /*c*/, const Options& o, int64_t numel) {
   return Buffers{zeros(o, numel), zeros(o, numel), {}, {}};
 }
 // Rank q sends rank p weights[(p - q) mod n] rows: uneven pairs, yet every

@@ -43,7 +43,7 @@
 
 #include <ATen/ATen.h>
 
-#include "mesh/communicator.h"
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor::bench {
 

@@ -54,7 +54,7 @@
 #include <benchmark/benchmark.h>
 
 #include "benchmarks/bench_support.h"
-#include "mesh/communicator.h"
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor {
 namespace {

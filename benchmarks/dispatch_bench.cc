@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dtensor.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/dtensor.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 
 namespace dtensor {
 namespace {

@@ -68,7 +68,7 @@
 //   --benchmark_min_time=0.05
 //   ... --benchmark_filter='^redistribute/S1_to_R/.*/1048576/'       # one case
 //   ... --benchmark_filter=-/268435456/                               # all but 256 MiB
-//   DTENSOR_SINGLE_RANK_COLLECTIVES=1 mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES \
+//   DTENSOR_SINGLE_RANK_COLLECTIVES=1 mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES
 //     benchmarks/redistribute_bench --backend=nccl   # one GPU: a one-rank group would
 //                                                    # otherwise copy instead of communicating
 #include <algorithm>
@@ -84,11 +84,11 @@
 #include <benchmark/benchmark.h>
 
 #include "benchmarks/bench_support.h"
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/planner.h"
-#include "mesh/device_mesh.h"
-#include "placements/placements.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placements.h>
 
 namespace dtensor {
 namespace {

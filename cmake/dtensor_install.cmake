@@ -1,19 +1,19 @@
-# `cmake --install` lays out headers under include/dtensor/ (folders kept, so
-# `#include "dtensor/dtensor.h"` works the same in and out of the tree) and
-# exports dtensor::dtensor for find_package(dtensor).
+# `cmake --install` puts every public header under include/dtensor/ (each
+# layer's headers at their <dtensor/...> path; cmake/dtensor_layers.cmake
+# installs them), the libraries under lib/, and exports dtensor::dtensor
+# (and dtensor::tools) for find_package(dtensor). Consumers put include/ on
+# their path and write `#include <dtensor/mesh/device_mesh.h>`.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS dtensor EXPORT dtensorTargets
+get_property(dtensor_tool_libraries GLOBAL PROPERTY dtensor_tool_libraries)
+install(TARGETS dtensor ${dtensor_tool_libraries} EXPORT dtensorTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(DTENSOR_HAVE_NCCL)
   install(TARGETS dtensor_nccl_lib EXPORT dtensorTargets)
 endif()
-foreach(folder dtensor mesh placements rules)
-  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${folder}
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtensor FILES_MATCHING PATTERN "*.h")
-endforeach()
 
 set(dtensor_config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/dtensor)
 install(EXPORT dtensorTargets NAMESPACE dtensor:: DESTINATION ${dtensor_config_dir})

@@ -16,7 +16,7 @@ function(dtensor_add_nccl_compile_check name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;DEFINITIONS;INCLUDES;LIBRARIES")
   add_library(${name} OBJECT ${arg_SOURCES})
   target_include_directories(${name} PRIVATE ${arg_INCLUDES} ${PROJECT_SOURCE_DIR}
-    ${NCCL_INCLUDE_DIR})
+    $<TARGET_PROPERTY:dtensor,INTERFACE_INCLUDE_DIRECTORIES> ${NCCL_INCLUDE_DIR})
   target_compile_definitions(${name} PRIVATE ${arg_DEFINITIONS})
   # Object libraries take only the usage requirements (include paths,
   # definitions) of what they "link"; nothing is linked. dtensor's own
@@ -24,7 +24,7 @@ function(dtensor_add_nccl_compile_check name)
   # wait for the library to be built.
   target_link_libraries(${name} PRIVATE
     $<TARGET_PROPERTY:dtensor,INTERFACE_LINK_LIBRARIES> CUDA::cudart ${arg_LIBRARIES})
-  target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  dtensor_target_warnings(${name})
 endfunction()
 
 set(dtensor_nccl_check_sources ${PROJECT_SOURCE_DIR}/mesh/nccl_communicator.cc)

@@ -1,18 +1,18 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/dtensor.h"
+#include <dtensor/dtensor.h>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/autograd/layout_functions.h"
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/async_redistribute.h"
-#include "dtensor/redistribute/index_exchange.h"
-#include "dtensor/redistribute/planner.h"
-#include "placements/ragged.h"
-#include "placements/replicate.h"
+#include <dtensor/autograd/layout_functions.h>
+#include <dtensor/base/check.h>
+#include <dtensor/redistribute/async_redistribute.h>
+#include <dtensor/redistribute/index_exchange.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/placements/ragged.h>
+#include <dtensor/placements/replicate.h>
 
 namespace dtensor {
 namespace {
@@ -106,8 +106,9 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
                   current[i]->to_string(),
                   "; Partial values come from operators, not from redistribute");
   }
-  if (options.async_op) return redistribute_async(*this, placements);
-  return redistribute_any(*this, placements);
+  if (!options.async_op) return redistribute_any(*this, placements);
+  return DTensor(
+      redistribute_async(tensor_, [&] { return redistribute_any(*this, placements).tensor(); }));
 }
 
 DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
@@ -279,8 +280,9 @@ std::vector<PlacementPtr> learn_ragged_units(const std::vector<PlacementPtr>& pl
   return out;
 }
 
-// Global size of each local dim: the sum of local sizes over the ranks at
-// coordinate 0 of every mesh dim that does not split it.
+// Global size of each local dim (no placement merges several dims): the sum
+// of local sizes over the ranks at coordinate 0 of every mesh dim that does
+// not split it.
 std::vector<int64_t> infer_global_shape(const std::vector<PlacementPtr>& placements,
                                         const GatheredLocals& locals, const DeviceMesh& mesh) {
   const std::vector<int64_t>& local_shape =
@@ -291,8 +293,7 @@ std::vector<int64_t> infer_global_shape(const std::vector<PlacementPtr>& placeme
     for (size_t d = 0; d < shape.size(); ++d) {
       bool counted = true;
       for (size_t i = 0; i < placements.size(); ++i) {
-        const bool splits = placements[i]->split_dim() == static_cast<int64_t>(d) ||
-                            (d == 0 && placements[i]->merged_leading_dims() > 0);
+        const bool splits = splits_tensor_dim(*placements[i], static_cast<int64_t>(d));
         counted = counted && (splits || coordinate[i] == 0);
       }
       if (counted) shape[d] += locals.shapes[flat][d];

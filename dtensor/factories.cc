@@ -1,11 +1,11 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/factories.h"
+#include <dtensor/factories.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "dtensor/base/check.h"
-#include "placements/replicate.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/replicate.h>
 
 namespace dtensor {
 namespace {

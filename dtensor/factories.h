@@ -22,7 +22,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorOptions.h>
 
-#include "dtensor/dtensor.h"
+#include <dtensor/dtensor.h>
 
 namespace dtensor {
 

@@ -10,8 +10,8 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_join.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/device_mesh.h"
+#include <dtensor/mesh/device_mesh.h>
 
 #include <algorithm>
 #include <numeric>
@@ -8,7 +8,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor {
 namespace {
@@ -263,6 +264,10 @@ const std::shared_ptr<Communicator>& DeviceMesh::communicator(int64_t dim) const
 }
 
 const std::shared_ptr<Communicator>& DeviceMesh::world() const { return context_->world(); }
+
+c10::Device DeviceMesh::device() const { return world()->device(); }
+
+CollectiveCosts DeviceMesh::collective_costs() const { return world()->costs(); }
 
 DeviceMesh DeviceMesh::operator[](std::string_view dim_name) const {
   return (*this)[std::vector<std::string>{std::string(dim_name)}];

@@ -35,9 +35,15 @@
 #include <utility>
 #include <vector>
 
-#include "mesh/communicator.h"
+#include <c10/core/Device.h>
+
+#include <dtensor/mesh/collective_costs.h>
 
 namespace dtensor {
+
+// The backends (<dtensor/mesh/communicator.h>): only the layers that move
+// data see them.
+class Communicator;
 
 class DeviceMesh {
  public:
@@ -79,7 +85,9 @@ class DeviceMesh {
   // The world communicator the mesh was built on.
   const std::shared_ptr<Communicator>& world() const;
   // Where tensors of this mesh live (the backend's device).
-  c10::Device device() const { return world()->device(); }
+  c10::Device device() const;
+  // What its backend's collectives cost, for the cost model (rules/cost.h).
+  CollectiveCosts collective_costs() const;
 
   // The calling rank's sub-mesh over the named dims, which must be distinct
   // and in mesh order. Local: no communicator is created.

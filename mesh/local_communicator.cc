@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/local_communicator.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {

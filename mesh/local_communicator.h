@@ -27,7 +27,7 @@
 #include <functional>
 #include <memory>
 
-#include "mesh/communicator.h"
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor {
 

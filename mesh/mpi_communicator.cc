@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/mpi_communicator.h"
+#include <dtensor/mesh/mpi_communicator.h>
 
 #include <array>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace mpi_internal {

@@ -58,7 +58,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mesh/communicator.h"
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor {
 

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/nccl_communicator.h"
+#include <dtensor/mesh/nccl_communicator.h>
 
 // Only MPI's C API is used; its C++ bindings would only add warnings.
 #define OMPI_SKIP_MPICXX 1
@@ -24,7 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {
@@ -294,6 +294,7 @@ class NcclCommunicator::Launch {
     }
 #else
     // No allocator to tell: wait until the stream is done with the tensors.
+    static_cast<void>(tensors);
     comm_.wait_for_stream(call_);
 #endif
   }

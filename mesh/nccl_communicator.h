@@ -56,7 +56,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "mesh/communicator.h"
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor {
 

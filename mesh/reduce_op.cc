@@ -1,10 +1,10 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/reduce_op.h"
+#include <dtensor/mesh/reduce_op.h>
 
 #include <array>
 #include <utility>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {

@@ -1,14 +1,20 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/layout.h"
+#include <dtensor/placements/layout.h>
 
 #include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
+
+int64_t local_split_dim(const Placement& p, int64_t merged) {
+  const std::optional<int64_t> dim = split_dim_of(p);
+  if (!dim) return -1;
+  return *dim < merged ? 0 : *dim - merged + 1;
+}
 
 std::vector<PlacementPtr> normalize_placements(const std::vector<PlacementPtr>& placements,
                                                int64_t tensor_ndim,

@@ -21,10 +21,15 @@
 #include <utility>
 #include <vector>
 
-#include "mesh/device_mesh.h"
-#include "placements/placement.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
+
+// The dim of a local tensor that `p` splits, in a layout whose leading
+// `merged` dims are merged into rows (1: none merged), or -1 when it splits
+// none.
+int64_t local_split_dim(const Placement& p, int64_t merged);
 
 // Checks `placements` for a tensor of `tensor_ndim` dims on a mesh of
 // `mesh_shape` and returns them normalized (negative dims resolved). Throws

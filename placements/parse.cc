@@ -1,12 +1,11 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/parse.h"
+#include <dtensor/placements/parse.h>
 
 #include <cctype>
-#include <map>
-#include <mutex>
+#include <algorithm>
 #include <sstream>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {
@@ -23,28 +22,16 @@ namespace {
   DTENSOR_CHECK(false, message.str());
 }
 
-struct SpellingRegistry {
-  std::mutex mutex;
-  std::map<std::string, PlacementParser, std::less<>> parsers;
-};
-
-SpellingRegistry& spelling_registry() {
-  static SpellingRegistry* registry = new SpellingRegistry();
-  return *registry;
-}
-
 PlacementParser find_parser(std::string_view name) {
-  SpellingRegistry& registry = spelling_registry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  auto it = registry.parsers.find(name);
-  return it == registry.parsers.end() ? nullptr : it->second;
+  auto found = placement_parsers().find(name);
+  return found == nullptr ? nullptr : found->front();
 }
 
 std::string known_spellings() {
-  SpellingRegistry& registry = spelling_registry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
   std::string names;
-  for (const auto& [name, parser] : registry.parsers) names += (names.empty() ? "" : ", ") + name;
+  for (const std::string& name : placement_parsers().keys()) {
+    names += (names.empty() ? "" : ", ") + name;
+  }
   return names;
 }
 
@@ -243,13 +230,17 @@ void PlacementArguments::fail(size_t position, std::string_view key,
   parse_error(text_, column, std::string(key) + " to be " + std::string(expected));
 }
 
-bool register_placement_spelling(std::string_view name, PlacementParser parser) {
-  SpellingRegistry& registry = spelling_registry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  const bool inserted = registry.parsers.emplace(std::string(name), parser).second;
-  DTENSOR_CHECK(inserted, "register_placement_spelling: expected a new name, found \"", name,
-                "\" already registered");
-  return inserted;
+Registry<PlacementParser>& placement_parsers() {
+  static auto* registry = new Registry<PlacementParser>(
+      "placement parser registry", Registry<PlacementParser>::PerKey::kOneValue,
+      [](std::string_view what, std::string_view key) {
+        const bool identifier = std::all_of(key.begin(), key.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        }) && !std::isdigit(static_cast<unsigned char>(key.front()));
+        DTENSOR_CHECK(identifier, what, ": expected a name like \"S\" or \"IS\", found \"", key,
+                      "\"");
+      });
+  return *registry;
 }
 
 PlacementPtr parse_placement(std::string_view text) { return Parser(text).single(); }

@@ -18,7 +18,9 @@
 //     args.expect_count(2, 2);
 //     return InterleavedShard::make(args.integer(0, "dim"), args.integer(1, "interleave"));
 //   }
-//   DTENSOR_REGISTER_PLACEMENT_SPELLING("IS", parse_interleaved);
+//   DTENSOR_REGISTER(interleaved_shard_spelling) {
+//     dtensor::placement_parsers().add("IS", parse_interleaved);
+//   }
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,8 @@
 #include <string_view>
 #include <vector>
 
-#include "placements/placement.h"
+#include <dtensor/base/registry.h>
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 
@@ -70,9 +73,9 @@ class PlacementArguments {
 
 using PlacementParser = PlacementPtr (*)(const PlacementArguments& arguments);
 
-// Adds `name` (e.g. "S") to the spellings parse_placement understands.
-// Use through DTENSOR_REGISTER_PLACEMENT_SPELLING.
-bool register_placement_spelling(std::string_view name, PlacementParser parser);
+// Placement parsers by name ("S", "RG", a plugin's "IS"): the spellings
+// parse_placement understands; one parser per name.
+Registry<PlacementParser>& placement_parsers();
 
 // One placement, e.g. "S(0)".
 PlacementPtr parse_placement(std::string_view text);
@@ -81,6 +84,3 @@ std::vector<PlacementPtr> parse_placements(std::string_view text);
 
 }  // namespace dtensor
 
-#define DTENSOR_REGISTER_PLACEMENT_SPELLING(name, parser)                             \
-  static const bool dtensor_placement_spelling_registered_##parser [[maybe_unused]] = \
-      ::dtensor::register_placement_spelling(name, parser)

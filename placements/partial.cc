@@ -1,9 +1,9 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/partial.h"
+#include <dtensor/placements/partial.h>
 
 #include "absl/hash/hash.h"
-#include "dtensor/base/check.h"
-#include "placements/parse.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/parse.h>
 
 namespace dtensor {
 
@@ -31,7 +31,7 @@ PlacementPtr parse_partial(const PlacementArguments& arguments) {
   }
 }
 
-DTENSOR_REGISTER_PLACEMENT_SPELLING("P", parse_partial);
+DTENSOR_REGISTER(parse_partial_spelling) { placement_parsers().add("P", parse_partial); }
 
 }  // namespace
 }  // namespace dtensor

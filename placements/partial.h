@@ -10,7 +10,7 @@
 // dims reduce left to right by mesh dim.
 #pragma once
 
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 
@@ -26,8 +26,8 @@ class Partial final : public Placement {
   size_t hash() const override;
   bool is_partial() const override { return true; }
   std::optional<ReduceOp> partial_op() const override { return op_; }
-  PlacementPtr normalized(int64_t tensor_ndim) const override { return make(op_); }
-  void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override {}
+  PlacementPtr normalized(int64_t /*tensor_ndim*/) const override { return make(op_); }
+  void restrict(LayoutIndices& /*indices*/, int64_t /*n*/, int64_t /*r*/) const override {}
 
  private:
   ReduceOp op_;

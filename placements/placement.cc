@@ -1,14 +1,36 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 #include <algorithm>
 #include <functional>
 #include <numeric>
 
 #include "absl/hash/hash.h"
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
+
+std::vector<int64_t> split_tensor_dims(const Placement& p) {
+  std::vector<int64_t> dims;
+  if (std::optional<int64_t> d = p.split_dim()) dims.push_back(*d);
+  for (int64_t d = 0; d < p.merged_leading_dims(); ++d) dims.push_back(d);
+  return dims;
+}
+
+std::optional<int64_t> split_dim_of(const Placement& p) {
+  if (p.merged_leading_dims() > 0) return 0;
+  return p.split_dim();
+}
+
+bool splits_tensor_dim(const Placement& p, int64_t dim) {
+  const int64_t merged = p.merged_leading_dims();
+  return merged > 0 ? dim < merged : p.split_dim() == dim;
+}
+
+std::string Placement::kind() const {
+  const std::string spelling = to_string();
+  return spelling.substr(0, spelling.find('('));
+}
 
 LayoutIndices::LayoutIndices(const std::vector<int64_t>& global_shape, int64_t merged)
     : tensor_ndim_(static_cast<int64_t>(global_shape.size())),

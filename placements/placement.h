@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "mesh/reduce_op.h"
+#include <dtensor/mesh/reduce_op.h>
 
 namespace dtensor {
 
@@ -100,6 +100,10 @@ class Placement {
 
   // The spelling `parse_placement` reads back, e.g. "S(0)".
   virtual std::string to_string() const = 0;
+  // The kind's name as it is spelled and registered with the parser ("S",
+  // "R", "P", "SS", "RG", a plugin's own); transitions are registered by
+  // pairs of kinds. Default: the spelling up to its first parenthesis.
+  virtual std::string kind() const;
   // Same kind and same parameters.
   virtual bool equals(const Placement& other) const = 0;
   virtual size_t hash() const = 0;
@@ -131,23 +135,23 @@ class Placement {
 
   // Throws dtensor::Error if this placement cannot lay out a mesh dim of `n`
   // ranks (e.g. Ragged units of the wrong length). Default: any n.
-  virtual void check_mesh_dim_size(int64_t n) const {}
+  virtual void check_mesh_dim_size(int64_t /*n*/) const {}
 
   // When this placement keeps ONE contiguous block of the `length` indices
   // it splits (torch.chunk's Shard), that block for coordinate `r` of `n`;
   // nullopt otherwise (the default). Layouts made only of such placements
   // are computed from sizes, without index lists.
-  virtual std::optional<ChunkRange> block_of(int64_t length, int64_t n, int64_t r) const {
+  virtual std::optional<ChunkRange> block_of(int64_t /*length*/, int64_t /*n*/, int64_t /*r*/) const {
     return std::nullopt;
   }
 
   // Whether this placement fills `role` in sharding rules (see RuleRole).
   // Default: no role, so a user placement joins rules only where it says so.
-  virtual bool fills_role(RuleRole role) const { return false; }
+  virtual bool fills_role(RuleRole /*role*/) const { return false; }
   // The same split applied to tensor dim `dim` of another operand (how a
   // rule lines one operand's split up with another's), or nullptr when this
   // placement cannot split that dim. Default: nullptr.
-  virtual PlacementPtr moved_to_dim(int64_t dim) const { return nullptr; }
+  virtual PlacementPtr moved_to_dim(int64_t /*dim*/) const { return nullptr; }
 };
 
 inline bool operator==(const Placement& a, const Placement& b) { return a.equals(b); }
@@ -155,6 +159,15 @@ inline bool operator!=(const Placement& a, const Placement& b) { return !a.equal
 inline std::ostream& operator<<(std::ostream& out, const Placement& p) {
   return out << p.to_string();
 }
+
+// The tensor dims `p` splits: its split_dim, or every leading dim it merges
+// into rows (Ragged); none for Replicate and Partial.
+std::vector<int64_t> split_tensor_dims(const Placement& p);
+// The first of them (0 for a placement merging leading dims: the dim rules
+// line operands up by), or nullopt.
+std::optional<int64_t> split_dim_of(const Placement& p);
+// Whether `p` splits tensor dim `dim`.
+bool splits_tensor_dim(const Placement& p, int64_t dim);
 
 // Element-wise equality of two placement lists.
 bool same_placements(const std::vector<PlacementPtr>& a, const std::vector<PlacementPtr>& b);

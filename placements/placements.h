@@ -4,11 +4,11 @@
 // layout functions, in one include.
 #pragma once
 
-#include "placements/layout.h"
-#include "placements/parse.h"
-#include "placements/partial.h"
-#include "placements/placement.h"
-#include "placements/ragged.h"
-#include "placements/replicate.h"
-#include "placements/shard.h"
-#include "placements/strided_shard.h"
+#include <dtensor/placements/layout.h>
+#include <dtensor/placements/parse.h>
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/placement.h>
+#include <dtensor/placements/ragged.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/placements/strided_shard.h>

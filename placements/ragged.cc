@@ -1,12 +1,12 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/ragged.h"
+#include <dtensor/placements/ragged.h>
 
 #include <numeric>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
-#include "placements/parse.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/parse.h>
 
 namespace dtensor {
 namespace {
@@ -100,7 +100,7 @@ PlacementPtr parse_ragged(const PlacementArguments& arguments) {
   return Ragged::make(dims, units);
 }
 
-DTENSOR_REGISTER_PLACEMENT_SPELLING("RG", parse_ragged);
+DTENSOR_REGISTER(parse_ragged_spelling) { placement_parsers().add("RG", parse_ragged); }
 
 }  // namespace
 }  // namespace dtensor

@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/replicate.h"
+#include <dtensor/placements/replicate.h>
 
-#include "placements/parse.h"
+#include <dtensor/placements/parse.h>
 
 namespace dtensor {
 
@@ -23,7 +23,7 @@ PlacementPtr parse_replicate(const PlacementArguments& arguments) {
   return Replicate::make();
 }
 
-DTENSOR_REGISTER_PLACEMENT_SPELLING("R", parse_replicate);
+DTENSOR_REGISTER(parse_replicate_spelling) { placement_parsers().add("R", parse_replicate); }
 
 }  // namespace
 }  // namespace dtensor

@@ -4,7 +4,7 @@
 // Spelled "R".
 #pragma once
 
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 
@@ -16,8 +16,8 @@ class Replicate final : public Placement {
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   bool is_replicate() const override { return true; }
-  PlacementPtr normalized(int64_t tensor_ndim) const override { return make(); }
-  void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override {}
+  PlacementPtr normalized(int64_t /*tensor_ndim*/) const override { return make(); }
+  void restrict(LayoutIndices& /*indices*/, int64_t /*n*/, int64_t /*r*/) const override {}
 };
 
 }  // namespace dtensor

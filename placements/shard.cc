@@ -1,9 +1,9 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/shard.h"
+#include <dtensor/placements/shard.h>
 
 #include "absl/hash/hash.h"
-#include "dtensor/base/check.h"
-#include "placements/parse.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/parse.h>
 
 namespace dtensor {
 
@@ -40,7 +40,7 @@ PlacementPtr parse_shard(const PlacementArguments& arguments) {
   return Shard::make(arguments.integer(0, "dim"));
 }
 
-DTENSOR_REGISTER_PLACEMENT_SPELLING("S", parse_shard);
+DTENSOR_REGISTER(parse_shard_spelling) { placement_parsers().add("S", parse_shard); }
 
 }  // namespace
 }  // namespace dtensor

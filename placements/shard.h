@@ -9,7 +9,7 @@
 // resolved by `normalized` for a given tensor rank.
 #pragma once
 
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 
@@ -30,7 +30,7 @@ class Shard final : public Placement {
   std::optional<ChunkRange> block_of(int64_t length, int64_t n, int64_t r) const override {
     return torch_chunk_range(length, n, r);
   }
-  bool fills_role(RuleRole role) const override { return true; }
+  bool fills_role(RuleRole /*role*/) const override { return true; }
   PlacementPtr moved_to_dim(int64_t dim) const override { return make(dim); }
 
  private:

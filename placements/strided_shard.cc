@@ -1,12 +1,12 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/strided_shard.h"
+#include <dtensor/placements/strided_shard.h>
 
 #include <algorithm>
 
 #include "absl/hash/hash.h"
-#include "dtensor/base/check.h"
-#include "placements/parse.h"
-#include "placements/shard.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/parse.h>
+#include <dtensor/placements/shard.h>
 
 namespace dtensor {
 
@@ -56,7 +56,7 @@ PlacementPtr parse_strided_shard(const PlacementArguments& arguments) {
   return StridedShard::make(arguments.integer(0, "dim"), split_factor);
 }
 
-DTENSOR_REGISTER_PLACEMENT_SPELLING("SS", parse_strided_shard);
+DTENSOR_REGISTER(parse_strided_shard_spelling) { placement_parsers().add("SS", parse_strided_shard); }
 
 }  // namespace
 }  // namespace dtensor

@@ -12,7 +12,7 @@
 // redistribute treat it as a StridedShard.
 #pragma once
 
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 

@@ -1,24 +1,32 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/cost.h"
-
+#include <dtensor/rules/cost.h>
 
 namespace dtensor {
 
-double placement_change_cost(const Placement& from, const Placement& to, int64_t global_bytes,
-                             int64_t n, const CollectiveCosts& model) {
+double step_cost(StepKind kind, int64_t bytes, int64_t peers, const CollectiveCosts& costs) {
+  const double moved = static_cast<double>(bytes);
+  if (kind == StepKind::kLocalCopy) return costs.local_step_us + moved / (costs.bytes_per_us * 10);
+  const double factor = kind == StepKind::kAllToAll && peers > 1 ? costs.all_to_all_factor : 1.0;
+  return costs.latency_us + factor * moved / costs.bytes_per_us;
+}
+
+double placement_change_cost(const Placement& from, const Placement& to, int64_t piece_bytes,
+                             int64_t n, const CollectiveCosts& costs) {
   if (from == to) return 0;
-  const double bytes = static_cast<double>(global_bytes);
-  const double collective = model.latency_us;
-  // Slicing a replicated tensor, or turning it into a Partial term, is local.
-  if (from.is_replicate()) return model.local_step_us + bytes / n / model.bytes_per_us;
+  const int64_t share = piece_bytes / n;         // one rank's part of a split piece
+  const int64_t others = piece_bytes - share;    // what a gather brings each rank
+  // Slicing a replicated tensor, or turning it into a Partial term.
+  if (from.is_replicate()) return step_cost(StepKind::kLocalCopy, share, 0, costs);
   if (from.is_partial()) {
-    const double moved = to.is_replicate() ? 2 * bytes : bytes;
-    return collective + moved / model.bytes_per_us;
+    // An all-reduce sends twice a reduce-scatter's bytes.
+    return step_cost(StepKind::kCollective, to.is_replicate() ? 2 * others : others, n - 1, costs);
   }
-  if (to.is_replicate()) return collective + bytes / model.bytes_per_us;
-  // Split to split: an all-to-all, or a gather and a slice for odd pairs.
-  const double factor = model.all_to_all_factor * (to.is_partial() ? 2 : 1);
-  return collective + factor * bytes / n / model.bytes_per_us;
+  const double gather = step_cost(StepKind::kCollective, others, n - 1, costs);
+  if (to.is_replicate()) return gather;
+  // A split into a Partial: gather, then keep a term.
+  if (to.is_partial()) return gather + step_cost(StepKind::kLocalCopy, share, 0, costs);
+  // Split to split: an all-to-all of one rank's part.
+  return step_cost(StepKind::kAllToAll, share - share / n, n - 1, costs);
 }
 
 }  // namespace dtensor

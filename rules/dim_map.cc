@@ -1,15 +1,15 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/dim_map.h"
+#include <dtensor/rules/dim_map.h>
 
 #include <numeric>
 
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
-#include "placements/replicate.h"
-#include "placements/shard.h"
-#include "placements/strided_shard.h"
-#include "rules/propagation.h"
-#include "rules/roles.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/placements/strided_shard.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
@@ -141,31 +141,28 @@ std::vector<int64_t> infer_view_shape(std::vector<int64_t> sizes, int64_t numel)
   return sizes;
 }
 
-OpRule dim_map_rule(std::function<DimMap(const OpCall&)> map,
-                    std::optional<size_t> size_argument) {
-  OpRule rule;
-  rule.strategy = [map = std::move(map), size_argument](const OpCall& call, int64_t m) {
+Strategy dim_map_strategy(std::function<DimMap(const OpCall&)> map) {
+  Strategy strategy;
+  strategy.rows = [map = std::move(map)](const OpCall& call, int64_t m) {
     std::vector<ShardingRow> rows;
     if (auto row = mapped_row(call, m, map(call))) rows.push_back(std::move(*row));
-    // A custom kernel runs only its own rows, so it lists the replicated one.
-    if (size_argument) rows.push_back(replicate_row(call));
     return rows;
   };
-  if (size_argument) {
-    rule.local_kernel = [index = *size_argument](const c10::OperatorHandle& op,
-                                                 torch::jit::Stack& stack,
-                                                 const LocalContext& context) {
-      const at::ScalarType dtype = stack[0].toTensor().scalar_type();
-      stack[index] = c10::IValue(local_output_shape(context, 0, dtype));
-      op.callBoxed(stack);
-    };
-  }
-  return rule;
+  return strategy;
 }
 
-OpRule reshape_rule() {
-  OpRule rule;
-  rule.strategy = [](const OpCall& call, int64_t m) {
+LocalKernel sized_view_kernel(size_t size_argument) {
+  return [size_argument](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                         const LocalContext& context) {
+    const at::ScalarType dtype = stack[0].toTensor().scalar_type();
+    stack[size_argument] = c10::IValue(local_output_shape(context, 0, dtype));
+    op.callBoxed(stack);
+  };
+}
+
+Strategy reshape_strategy() {
+  Strategy strategy;
+  strategy.rows = [](const OpCall& call, int64_t m) {
     std::vector<ShardingRow> rows;
     const PlacementPtr& p = call.placement(0, m);
     PlacementPtr out;
@@ -184,22 +181,22 @@ OpRule reshape_rule() {
       row.outputs = {out};
       rows.push_back(std::move(row));
     }
-    rows.push_back(replicate_row(call));
     return rows;
   };
-  // The shard takes its own output shape; a shard whose strides do not allow
-  // a view is copied, as reshape would do.
-  rule.local_kernel = [](const c10::OperatorHandle&, torch::jit::Stack& stack,
-                         const LocalContext& context) {
-    const at::Tensor local = stack[0].toTensor();
-    const auto& shape = local_output_shape(context, 0, local.scalar_type());
-    torch::jit::drop(stack, stack.size());
-    stack.push_back(local.reshape(shape));
-  };
-  rule.output_shapes = [](const OpCall& call) {
+  strategy.output_shapes = [](const OpCall& call) {
     return std::vector<std::vector<int64_t>>{target_shape(call)};
   };
-  return rule;
+  return strategy;
+}
+
+// The shard takes its own output shape; a shard whose strides do not allow
+// a view is copied, as reshape would do.
+void reshape_kernel(const c10::OperatorHandle&, torch::jit::Stack& stack,
+                    const LocalContext& context) {
+  const at::Tensor local = stack[0].toTensor();
+  const auto& shape = local_output_shape(context, 0, local.scalar_type());
+  torch::jit::drop(stack, stack.size());
+  stack.push_back(local.reshape(shape));
 }
 
 }  // namespace dtensor

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/dim_map.h: the rule builder for views and selections whose output
+// rules/dim_map.h (<dtensor/rules/dim_map.h>): the strategy builder for views and selections whose output
 // dims each come from one input dim (transpose, permute, unsqueeze, select,
 // slice, split, expand...), and for reshapes (view, _unsafe_view).
 //
@@ -16,7 +16,7 @@
 // by the mesh); splitting a dim passes its Shard to the first new dim when it
 // divides evenly; any other split needs Replicate, never a wrong number.
 //
-//   registry.add("aten::transpose.int", dim_map_rule([](const OpCall& call) {
+//   dtensor::strategies().add("aten::transpose.int", dim_map_strategy([](const OpCall& call) {
 //     ... return map; }));
 #pragma once
 
@@ -25,22 +25,26 @@
 #include <optional>
 #include <vector>
 
-#include "rules/rule.h"
+#include <dtensor/rules/local_kernel.h>
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 
 using DimMap = std::vector<int64_t>;
 constexpr int64_t kConsumed = -1;
 
-// `size_argument`, when given, is an argument holding the global output
-// shape (expand's size): the local op gets the local shape there instead.
-OpRule dim_map_rule(std::function<DimMap(const OpCall&)> map,
-                    std::optional<size_t> size_argument = std::nullopt);
+Strategy dim_map_strategy(std::function<DimMap(const OpCall&)> map);
 
-// The rule for view-like reshapes whose target shape is argument 1 (view,
-// _unsafe_view, _reshape_alias). Locally the shard is reshaped to its own
-// output shape.
-OpRule reshape_rule();
+// The local kernel of an op whose argument `size_argument` holds the global
+// output shape (expand's size): the local op gets the local shape there.
+LocalKernel sized_view_kernel(size_t size_argument);
+
+// The strategy for view-like reshapes whose target shape is argument 1
+// (view, _unsafe_view, _reshape_alias), and their local kernel: the shard is
+// reshaped to its own output shape.
+Strategy reshape_strategy();
+void reshape_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                    const LocalContext& context);
 
 // The shape `sizes` with one -1 inferred for a tensor of `numel` elements.
 std::vector<int64_t> infer_view_shape(std::vector<int64_t> sizes, int64_t numel);

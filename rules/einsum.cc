@@ -1,15 +1,15 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/einsum.h"
+#include <dtensor/rules/einsum.h>
 
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_split.h"
-#include "dtensor/base/check.h"
-#include "placements/partial.h"
-#include "placements/replicate.h"
-#include "rules/roles.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
@@ -155,12 +155,12 @@ class EinsumStrategy {
 
 }  // namespace
 
-OpRule einsum_rule(std::string_view equation, bool with_addend) {
-  auto strategy = std::make_shared<const EinsumStrategy>(parse_equation(equation), with_addend);
-  OpRule rule;
-  rule.strategy = [strategy](const OpCall& call, int64_t m) { return strategy->rows(call, m); };
-  rule.output_shapes = [strategy](const OpCall& call) { return strategy->output_shapes(call); };
-  return rule;
+Strategy einsum_strategy(std::string_view equation, bool with_addend) {
+  auto einsum = std::make_shared<const EinsumStrategy>(parse_equation(equation), with_addend);
+  Strategy strategy;
+  strategy.rows = [einsum](const OpCall& call, int64_t m) { return einsum->rows(call, m); };
+  strategy.output_shapes = [einsum](const OpCall& call) { return einsum->output_shapes(call); };
+  return strategy;
 }
 
 }  // namespace dtensor

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/einsum.h: the rule builder for contractions written as einsum
+// rules/einsum.h (<dtensor/rules/einsum.h>): the strategy builder for contractions written as einsum
 // strings ("bmk,bkn->bmn").
 //
 // Per mesh dim, for every letter split on some operand: a letter kept in the
@@ -16,18 +16,18 @@
 // broadcasting) to the product, so it is split like the output, Partial(sum)
 // when the output is, Replicate when broadcast.
 //
-//   registry.add("aten::bmm", einsum_rule("bmk,bkn->bmn"));
-//   registry.add("aten::addmm", einsum_rule("mk,kn->mn", /*with_addend=*/true));
+//   dtensor::strategies().add("aten::bmm", einsum_strategy("bmk,bkn->bmn"));
+//   dtensor::strategies().add("aten::addmm", einsum_strategy("mk,kn->mn", /*with_addend=*/true));
 #pragma once
 
 #include <string_view>
 
-#include "rules/rule.h"
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 
 // Throws dtensor::Error for a malformed equation (one output, one letter per
 // dim, output letters all present in the inputs).
-OpRule einsum_rule(std::string_view equation, bool with_addend = false);
+Strategy einsum_strategy(std::string_view equation, bool with_addend = false);
 
 }  // namespace dtensor

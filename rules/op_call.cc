@@ -1,9 +1,9 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/op_call.h"
+#include <dtensor/rules/op_call.h>
 
 #include "absl/strings/str_cat.h"
-#include "dtensor/base/check.h"
-#include "rules/registry.h"
+#include <dtensor/base/check.h>
+#include <dtensor/base/op_name.h>
 
 namespace dtensor {
 
@@ -11,7 +11,7 @@ OpCall::OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argumen
                std::vector<TensorInput> inputs, DeviceMesh mesh)
     : op_(op), arguments_(arguments), inputs_(std::move(inputs)), mesh_(std::move(mesh)) {}
 
-std::string OpCall::op_name() const { return full_op_name(op_.operator_name()); }
+std::string OpCall::op_name() const { return op_name_string(op_.operator_name()); }
 
 const c10::IValue& OpCall::argument(const std::string& name) const {
   const auto index = schema().argumentIndexWithName(name);

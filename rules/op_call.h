@@ -19,7 +19,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "dtensor/spec.h"
+#include <dtensor/placements/spec.h>
 
 namespace dtensor {
 

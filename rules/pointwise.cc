@@ -1,12 +1,12 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/pointwise.h"
+#include <dtensor/rules/pointwise.h>
 
 #include <algorithm>
 
-#include "dtensor/base/check.h"
-#include "placements/partial.h"
-#include "placements/replicate.h"
-#include "rules/roles.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
@@ -177,9 +177,9 @@ std::vector<int64_t> broadcast_operand_shape(const OpCall& call) {
   return shape;
 }
 
-OpRule pointwise_rule(Linearity linearity, WholeDimsFn whole_dims) {
-  OpRule rule;
-  rule.strategy = [linearity, whole_dims](const OpCall& call, int64_t m) {
+Strategy pointwise_strategy(Linearity linearity, WholeDimsFn whole_dims) {
+  Strategy strategy;
+  strategy.rows = [linearity, whole_dims](const OpCall& call, int64_t m) {
     const std::vector<int64_t> shape = broadcast_operand_shape(call);
     const Operands ops{shape, static_cast<int64_t>(shape.size())};
     std::vector<ShardingRow> rows;
@@ -188,11 +188,11 @@ OpRule pointwise_rule(Linearity linearity, WholeDimsFn whole_dims) {
     add_partial_rows(call, m, linearity, rows);
     return rows;
   };
-  rule.output_shapes = [](const OpCall& call) {
+  strategy.output_shapes = [](const OpCall& call) {
     return std::vector<std::vector<int64_t>>(call.schema().returns().size(),
                                              broadcast_operand_shape(call));
   };
-  return rule;
+  return strategy;
 }
 
 }  // namespace dtensor

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/pointwise.h: the rule builder for elementwise operators, with
+// rules/pointwise.h (<dtensor/rules/pointwise.h>): the strategy builder for elementwise operators, with
 // broadcasting and Partial linearity.
 //
 // On each mesh dim, an elementwise op keeps any split of an output dim that
@@ -10,14 +10,14 @@
 // where the op is linear in them, as `Linearity` says. out= arguments follow
 // the output; in-place operands keep their layout (the engine enforces it).
 //
-//   registry.add("aten::relu", pointwise_rule(Linearity::kNone));
-//   registry.add("aten::add.Tensor", pointwise_rule(Linearity::kAdditive));
+//   dtensor::strategies().add("aten::relu", pointwise_strategy(Linearity::kNone));
+//   dtensor::strategies().add("aten::add.Tensor", pointwise_strategy(Linearity::kAdditive));
 #pragma once
 
 #include <functional>
 #include <vector>
 
-#include "rules/rule.h"
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 
@@ -42,7 +42,7 @@ enum class Linearity {
 // Output dims that must stay whole on every rank (softmax's dim), given the call.
 using WholeDimsFn = std::function<std::vector<int64_t>(const OpCall&)>;
 
-OpRule pointwise_rule(Linearity linearity, WholeDimsFn whole_dims = nullptr);
+Strategy pointwise_strategy(Linearity linearity, WholeDimsFn whole_dims = nullptr);
 
 // The broadcast shape of the call's operands (inputs other than out=).
 std::vector<int64_t> broadcast_operand_shape(const OpCall& call);

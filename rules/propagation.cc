@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/propagation.h"
+#include <dtensor/rules/propagation.h>
 
 #include <ATen/ATen.h>
 
@@ -7,22 +7,20 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/planner.h"
-#include "placements/layout.h"
-#include "placements/replicate.h"
-#include "rules/cost.h"
-#include "rules/registry.h"
-#include "rules/roles.h"
-#include "rules/tensor_arguments.h"
+#include <dtensor/base/check.h>
+#include <dtensor/base/op_name.h>
+#include <dtensor/placements/layout.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/cost.h>
+#include <dtensor/rules/roles.h>
+#include <dtensor/rules/tensor_arguments.h>
 
 namespace dtensor {
 namespace {
 
-// A row of one mesh dim, tagged with the rule it came from.
+// A row of one mesh dim and what moving the inputs to it costs.
 struct CandidateRow {
   ShardingRow row;
-  const OpRule* rule = nullptr;
   double cost = 0;
 };
 
@@ -86,7 +84,7 @@ std::pair<std::vector<std::vector<int64_t>>, std::vector<size_t>> run_on_meta(co
   } catch (const c10::Error& error) {
     DTENSOR_CHECK(false, call.op_name(), ": cannot infer the output shapes: running it on meta ",
                   "tensors failed (", error.what_without_backtrace(),
-                  ") and its rule gives no output_shapes");
+                  ") and its strategies give no output_shapes");
   }
   std::vector<std::vector<int64_t>> shapes;
   std::vector<size_t> list_sizes;
@@ -100,24 +98,20 @@ struct Choice {
 
 class Engine {
  public:
-  Engine(const OpCall& call, const PropagationOptions& options) : call_(call), options_(options) {}
+  Engine(const OpCall& call, const PropagationOptions& options)
+      : call_(call), options_(options), name_(call.op_name()),
+        strategies_(strategies().find(name_)), costs_(call.mesh().collective_costs()) {}
 
   // Only the given rows, one per mesh dim.
-  std::unique_ptr<Propagation> run_rows(const std::vector<ShardingRow>& rows, const OpRule* rule) {
-    DTENSOR_CHECK(static_cast<int64_t>(rows.size()) == call_.mesh().ndim(), call_.op_name(),
+  std::unique_ptr<Propagation> run_rows(const std::vector<ShardingRow>& rows) {
+    DTENSOR_CHECK(static_cast<int64_t>(rows.size()) == call_.mesh().ndim(), name_,
                   ": expected one row per mesh dim (", call_.mesh().ndim(), "), found ",
                   rows.size());
-    // Output shapes as the op's own calls infer them, unless the rule says.
-    if (rule != nullptr && rule->output_shapes) {
-      infer_outputs_with(rule->output_shapes);
-    } else {
-      rules_ = RuleRegistry::global().find(call_.op().operator_name());
-      infer_outputs();
-    }
+    infer_outputs();
     rows_.resize(rows.size());
     Choice choice;
     for (size_t m = 0; m < rows.size(); ++m) {
-      add_row(m, rows[m], rule);
+      add_row(m, rows[m]);
       if (rows_[m].empty()) return nullptr;  // it would relayout a tensor written in place
       choice.rows.push_back(&rows_[m].back());
     }
@@ -126,43 +120,32 @@ class Engine {
   }
 
   std::unique_ptr<Propagation> run() {
-    rules_ = RuleRegistry::global().find(call_.op().operator_name());
-    DTENSOR_CHECK(rules_ != nullptr || options_.replicate_fallback, "no sharding rule for ",
-                  call_.op_name(), " with inputs ", call_.describe_inputs(),
-                  "; register one with dtensor::RuleRegistry::global().add(\"", call_.op_name(),
-                  "\", rule), or opt into dtensor::ScopedReplicateFallback");
-    if (auto decomposed = decomposition()) return decomposed;
+    if (auto decomposition = decompositions().find(name_)) {
+      auto result = std::make_unique<Propagation>();
+      result->decomposition = decomposition->front();
+      return result;
+    }
+    DTENSOR_CHECK(strategies_ != nullptr || options_.replicate_fallback, "no sharding rule for ",
+                  name_, " with inputs ", call_.describe_inputs(),
+                  "; register a strategy with dtensor::strategies().add(\"", name_,
+                  "\", strategy), or opt into dtensor::ScopedReplicateFallback");
     infer_outputs();
     collect_rows();
     return choose();
   }
 
  private:
-  std::unique_ptr<Propagation> decomposition() const {
-    if (rules_ == nullptr) return nullptr;
-    for (const OpRule& rule : *rules_) {
-      if (!rule.decomposition) continue;
-      auto result = std::make_unique<Propagation>();
-      result->decomposition = rule.decomposition;
-      return result;
-    }
-    return nullptr;
-  }
-
+  // Output shapes as the op's own calls infer them, unless a strategy says.
   void infer_outputs() {
-    OutputShapesFn from_rule;
-    if (rules_ != nullptr) {
-      for (const OpRule& rule : *rules_) {
-        if (rule.output_shapes) from_rule = rule.output_shapes;
+    OutputShapesFn from_strategy;
+    if (strategies_ != nullptr) {
+      for (const Strategy& strategy : *strategies_) {
+        if (strategy.output_shapes) from_strategy = strategy.output_shapes;
       }
     }
-    infer_outputs_with(from_rule);
-  }
-
-  void infer_outputs_with(const OutputShapesFn& from_rule) {
     std::vector<size_t> list_sizes;
-    if (from_rule) {
-      shapes_ = from_rule(call_);
+    if (from_strategy) {
+      shapes_ = from_strategy(call_);
       for (const auto& ret : call_.schema().returns()) {
         if (ret.type()->isSubtypeOf(*c10::ListType::ofTensors())) {
           list_sizes.push_back(shapes_.size());
@@ -178,30 +161,26 @@ class Engine {
     const int64_t ndim = call_.mesh().ndim();
     rows_.resize(ndim);
     for (int64_t m = 0; m < ndim; ++m) {
-      if (rules_ != nullptr) {
-        for (const OpRule& rule : *rules_) {
-          for (ShardingRow& row : rule.strategy(call_, m)) add_row(m, std::move(row), &rule);
+      if (strategies_ != nullptr) {
+        for (const Strategy& strategy : *strategies_) {
+          for (ShardingRow& row : strategy.rows(call_, m)) add_row(m, std::move(row));
         }
       }
-      // Running on whole inputs is always right for the op's own kernel. A
-      // rule offering the same row replaces it: the rule's local kernel and
-      // in-place relayout must run even on replicated inputs (random ops
-      // draw from the rank generator, t_ takes the new shape).
+      // Running on whole inputs is always right for the op's own kernel (and
+      // its local kernel, which runs for every layout).
       ShardingRow replicate = replicate_row(call_);
-      if (!offers(rows_[m], replicate)) add_row(m, std::move(replicate), nullptr);
+      if (!offers(rows_[m], replicate)) add_row(m, std::move(replicate));
       std::stable_sort(rows_[m].begin(), rows_[m].end(),
                        [](const CandidateRow& a, const CandidateRow& b) { return a.cost < b.cost; });
     }
   }
 
-  // Whether a row of `rule` gives the tensor written in place the output's
-  // layout. The engine's own row (null) does when the op is an in-place
-  // view (t_, unsqueeze_), whose rules all say so.
-  bool updates_layout_in_place(const OpRule* rule) const {
-    if (rule != nullptr) return rule->updates_layout_in_place;
-    return rules_ != nullptr && std::any_of(rules_->begin(), rules_->end(), [](const OpRule& r) {
-             return r.updates_layout_in_place;
-           });
+  // Whether the op gives the tensor it writes in place the output's layout
+  // (in-place views: t_, unsqueeze_).
+  bool updates_layout_in_place() const {
+    return strategies_ != nullptr &&
+           std::any_of(strategies_->begin(), strategies_->end(),
+                       [](const Strategy& strategy) { return strategy.updates_layout_in_place; });
   }
 
   static bool offers(const std::vector<CandidateRow>& candidates, const ShardingRow& row) {
@@ -211,16 +190,14 @@ class Engine {
     });
   }
 
-  void add_row(int64_t m, ShardingRow row, const OpRule* rule) {
+  void add_row(int64_t m, ShardingRow row) {
     DTENSOR_CHECK(row.inputs.size() == call_.num_inputs() &&
                       row.outputs.size() == call_.schema().returns().size(),
-                  call_.op_name(), ": a strategy row must give ", call_.num_inputs(),
+                  name_, ": a strategy row must give ", call_.num_inputs(),
                   " input and ", call_.schema().returns().size(), " output placements, found ",
                   row.inputs.size(), " and ", row.outputs.size());
-    const bool relayout = updates_layout_in_place(rule);
-    if (!relayout && !keeps_written_arguments(m, row)) return;
-    CandidateRow candidate{std::move(row), rule, 0};
-    const CollectiveCosts costs = collective_costs(call_.mesh());
+    if (!updates_layout_in_place() && !keeps_written_arguments(m, row)) return;
+    CandidateRow candidate{std::move(row), 0};
     for (size_t i = 0; i < call_.num_inputs(); ++i) {
       const DTensorSpec& spec = *call_.input(i).spec;
       if (candidate.row.inputs[i] == nullptr) {
@@ -228,7 +205,7 @@ class Engine {
         continue;
       }
       candidate.cost += placement_change_cost(*spec.placements()[m], *candidate.row.inputs[i],
-                                              global_bytes(spec), call_.mesh().size(m), costs);
+                                              global_bytes(spec), call_.mesh().size(m), costs_);
     }
     rows_[m].push_back(std::move(candidate));
   }
@@ -257,7 +234,7 @@ class Engine {
   std::unique_ptr<Propagation> choose() {
     const int64_t ndim = call_.mesh().ndim();
     for (int64_t m = 0; m < ndim; ++m) {
-      DTENSOR_CHECK(!rows_[m].empty(), call_.op_name(), ": no strategy keeps the layout of the ",
+      DTENSOR_CHECK(!rows_[m].empty(), name_, ": no strategy keeps the layout of the ",
                     "tensor written in place (inputs ", call_.describe_inputs(), ")");
     }
     // Costs add up over mesh dims, so the cheapest row per dim is the cheapest
@@ -267,7 +244,7 @@ class Engine {
     for (const Choice& choice : choices) {
       if (auto result = try_choice(choice, last_error)) return result;
     }
-    DTENSOR_CHECK(false, call_.op_name(), ": no strategy fits inputs ", call_.describe_inputs(),
+    DTENSOR_CHECK(false, name_, ": no strategy fits inputs ", call_.describe_inputs(),
                   last_error.empty() ? "" : " (last: ", last_error, last_error.empty() ? "" : ")");
     return nullptr;
   }
@@ -315,14 +292,6 @@ class Engine {
 
   std::unique_ptr<Propagation> try_choice(const Choice& choice, std::string& error) const {
     if (!keeps_assumed_inputs(choice)) return nullptr;
-    const OpRule* kernel_rule = nullptr;
-    for (const CandidateRow* row : choice.rows) {
-      if (row->rule != nullptr && row->rule->local_kernel) kernel_rule = row->rule;
-    }
-    for (const CandidateRow* row : choice.rows) {
-      // A custom local kernel computes its own rows only.
-      if (kernel_rule != nullptr && row->rule != kernel_rule) return nullptr;
-    }
     auto result = std::make_unique<Propagation>();
     try {
       for (size_t i = 0; i < call_.num_inputs(); ++i) {
@@ -355,10 +324,8 @@ class Engine {
     check_strict(*result);
     result->output_shapes = shapes_;
     result->returns = returns_;
-    if (kernel_rule != nullptr) result->local_kernel = kernel_rule->local_kernel;
-    for (const CandidateRow* row : choice.rows) {
-      result->updates_layout_in_place |= updates_layout_in_place(row->rule);
-    }
+    if (auto kernel = local_kernels().find(name_)) result->local_kernel = kernel->front();
+    result->updates_layout_in_place = updates_layout_in_place();
     return result;
   }
 
@@ -368,7 +335,7 @@ class Engine {
       const DTensorSpec& from = *call_.input(i).spec;
       const DTensorSpec& to = *result.input_targets[i];
       DTENSOR_CHECK(same_placements(from.placements(), to.placements()), "strict mode: ",
-                    call_.op_name(), " would redistribute input ", i, " from [",
+                    name_, " would redistribute input ", i, " from [",
                     placements_to_string(from.placements()), "] to [",
                     placements_to_string(to.placements()), "]");
     }
@@ -378,7 +345,9 @@ class Engine {
 
   const OpCall& call_;
   const PropagationOptions& options_;
-  std::shared_ptr<const std::vector<OpRule>> rules_;
+  const std::string name_;
+  const std::shared_ptr<const std::vector<Strategy>> strategies_;
+  const CollectiveCosts costs_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<ReturnLayout> returns_;
   std::vector<std::vector<CandidateRow>> rows_;
@@ -396,31 +365,14 @@ const DTensorSpecPtr& Propagation::output_spec(size_t k, c10::ScalarType dtype,
   return spec;
 }
 
-const std::vector<int64_t>& local_output_shape(const LocalContext& context, size_t k,
-                                               c10::ScalarType dtype) {
-  return context.propagation.output_spec(k, dtype, context.mesh)->local_layout().local_shape;
-}
-
-std::vector<int64_t> mesh_dims_splitting(const LocalContext& context, size_t i,
-                                         const std::function<bool(int64_t dim)>& counts) {
-  std::vector<int64_t> dims;
-  const auto& placements = context.propagation.input_targets[i]->placements();
-  for (size_t m = 0; m < placements.size(); ++m) {
-    const std::optional<int64_t> dim = split_dim_of(*placements[m]);
-    if (dim && counts(*dim)) dims.push_back(static_cast<int64_t>(m));
-  }
-  return dims;
-}
-
 std::unique_ptr<Propagation> propagate(const OpCall& call, const PropagationOptions& options) {
   return Engine(call, options).run();
 }
 
 std::unique_ptr<Propagation> propagation_for_rows(const OpCall& call,
-                                                  const std::vector<ShardingRow>& rows,
-                                                  const OpRule* rule) {
+                                                  const std::vector<ShardingRow>& rows) {
   const PropagationOptions options;
-  return Engine(call, options).run_rows(rows, rule);
+  return Engine(call, options).run_rows(rows);
 }
 
 ShardingRow replicate_row(const OpCall& call) {

@@ -1,15 +1,17 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/propagation.h: the engine that turns an operator call on DTensors
-// into a layout decision.
+// rules/propagation.h (<dtensor/rules/propagation.h>): the engine that turns
+// an operator call on DTensors into a layout decision.
 //
-// `propagate` gathers the single-mesh-dim rows of every rule registered for
-// the op, expands them to the whole mesh (one row per mesh dim), drops
+// `propagate` gathers the single-mesh-dim rows of every strategy registered
+// for the op (rules/strategy.h), expands them to the whole mesh (one row per mesh dim), drops
 // combinations that do not fit the real shapes (invalid specs, in-place
 // outputs that would change layout), and picks the cheapest by the cost of
-// moving the inputs (a combination that moves nothing wins outright). The
-// result says where each input must be before the local op, and the global
-// shape and placements of each output.
+// moving the inputs (rules/cost.h; a combination that moves nothing wins
+// outright). The result says where each input must be before the local op,
+// how the op computes locally (the op's local kernel, if it has one), and the
+// global shape and placements of each output. An op with a decomposition
+// (rules/decomposition.h) is only marked as such.
 //
 // Callers (the dispatcher) cache the result per (operator, input specs,
 // non-tensor arguments): see rules/propagation_cache.h.
@@ -19,8 +21,10 @@
 #include <memory>
 #include <vector>
 
-#include "rules/op_call.h"
-#include "rules/rule.h"
+#include <dtensor/rules/decomposition.h>
+#include <dtensor/rules/local_kernel.h>
+#include <dtensor/rules/op_call.h>
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 
@@ -49,12 +53,12 @@ struct Propagation {
   std::vector<std::vector<int64_t>> output_shapes;
   std::vector<std::vector<PlacementPtr>> output_placements;
   std::vector<ReturnLayout> returns;
-  // The chosen rule's local kernel; empty for the op itself.
-  LocalKernelFn local_kernel;
-  // Set when the op runs as other ops on DTensors (OpRule::decomposition);
+  // The op's local kernel; empty for the op itself.
+  LocalKernel local_kernel;
+  // Set when the op runs as other ops on DTensors (rules/decomposition.h);
   // nothing else here is then filled in.
-  DecompositionFn decomposition;
-  // The written tensor takes the output's layout (OpRule::updates_layout_in_place).
+  Decomposition decomposition;
+  // The written tensor takes the output's layout (Strategy::updates_layout_in_place).
   bool updates_layout_in_place = false;
   // Output specs, made on first use (their dtype is the local result's).
   mutable std::vector<DTensorSpecPtr> output_specs;
@@ -68,13 +72,12 @@ struct Propagation {
 // combination fits, or when strict mode forbids the redistribution needed.
 std::unique_ptr<Propagation> propagate(const OpCall& call, const PropagationOptions& options);
 
-// The layout of `call` when mesh dim m uses `rows[m]`, all taken from
-// `rule` (its local kernel runs; nullptr: rows of the op itself). What the
-// rule verifier checks each strategy row with. Throws dtensor::Error when
-// the rows do not fit the call.
+// The layout of `call` when mesh dim m uses `rows[m]` (the op's local kernel
+// runs, if it has one). What the rule verifier checks each strategy row
+// with. Null when the rows would relayout a tensor written in place; throws
+// dtensor::Error when they do not fit the call.
 std::unique_ptr<Propagation> propagation_for_rows(const OpCall& call,
-                                                  const std::vector<ShardingRow>& rows,
-                                                  const OpRule* rule);
+                                                  const std::vector<ShardingRow>& rows);
 
 // The all-Replicate row of `call`: correct for any op's own kernel.
 ShardingRow replicate_row(const OpCall& call);

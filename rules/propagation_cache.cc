@@ -1,11 +1,10 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/propagation_cache.h"
+#include <dtensor/rules/propagation_cache.h>
 
 #include <cstring>
 
 #include "absl/hash/hash.h"
-#include "dtensor/tensor_impl.h"
-#include "rules/registry.h"
+#include <dtensor/base/registry.h>
 
 namespace dtensor {
 namespace {
@@ -36,12 +35,12 @@ int64_t bits_of(double value) {
 
 std::optional<PropagationKey> PropagationKey::of(const c10::OperatorHandle& op,
                                                  c10::ArrayRef<c10::IValue> arguments,
-                                                 uint64_t mode_bits) {
+                                                 uint64_t mode_bits, SpecOfTensor spec_of) {
   PropagationKey key;
   key.op_ = &op.operator_name();
   key.words_.push_back(static_cast<int64_t>(mode_bits));
   for (const c10::IValue& value : arguments) {
-    if (!key.encode(value)) return std::nullopt;
+    if (!key.encode(value, spec_of)) return std::nullopt;
   }
   size_t h = absl::HashOf(key.op_, absl::Span<const int64_t>(key.words_.data(), key.words_.size()));
   for (const DTensorSpecPtr& spec : key.specs_) h = absl::HashOf(h, spec->hash());
@@ -49,12 +48,12 @@ std::optional<PropagationKey> PropagationKey::of(const c10::OperatorHandle& op,
   return key;
 }
 
-void PropagationKey::encode_tensor(const at::Tensor& tensor) {
+void PropagationKey::encode_tensor(const at::Tensor& tensor, SpecOfTensor spec_of) {
   if (!tensor.defined()) {
     words_.push_back(kUndefinedTensor);
-  } else if (is_dtensor(tensor)) {
+  } else if (const DTensorSpecPtr* spec = spec_of(tensor)) {
     words_.push_back(kDTensor);
-    specs_.push_back(dtensor_impl(tensor)->spec());
+    specs_.push_back(*spec);
   } else {
     words_.push_back(kPlainTensor);
     words_.push_back(static_cast<int64_t>(tensor.scalar_type()));
@@ -64,9 +63,9 @@ void PropagationKey::encode_tensor(const at::Tensor& tensor) {
   }
 }
 
-bool PropagationKey::encode(const c10::IValue& value) {
+bool PropagationKey::encode(const c10::IValue& value, SpecOfTensor spec_of) {
   if (value.isTensor()) {
-    encode_tensor(value.toTensor());
+    encode_tensor(value.toTensor(), spec_of);
   } else if (value.isNone()) {
     words_.push_back(kNone);
   } else if (value.isInt()) {
@@ -93,7 +92,7 @@ bool PropagationKey::encode(const c10::IValue& value) {
     const auto elements = value.toListRef();
     words_.insert(words_.end(), {kList, static_cast<int64_t>(elements.size())});
     for (const c10::IValue& element : elements) {
-      if (!encode(element)) return false;
+      if (!encode(element, spec_of)) return false;
     }
   } else {
     return false;
@@ -118,7 +117,7 @@ PropagationCache& PropagationCache::for_this_thread() {
 }
 
 void PropagationCache::drop_if_stale() {
-  const uint64_t now = RuleRegistry::global().generation();
+  const uint64_t now = registries_generation();
   if (now != generation_) {
     entries_.clear();
     generation_ = now;

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/propagation_cache.h: propagation results cached per (operator,
+// rules/propagation_cache.h (<dtensor/rules/propagation_cache.h>): propagation results cached per (operator,
 // input specs, non-tensor arguments).
 //
 // The key holds the op, the spec of every DTensor argument, and an exact
@@ -12,7 +12,7 @@
 // every time) rather than risk a wrong hit.
 //
 // One cache per thread (the local backend runs ranks as threads); it empties
-// itself when the rule registry changes.
+// itself when any registry changes (base/registry.h).
 #pragma once
 
 #include <cstdint>
@@ -23,9 +23,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
-#include "rules/propagation.h"
+#include <dtensor/rules/propagation.h>
 
 namespace dtensor {
+
+// The spec of a DTensor argument, or null for a plain tensor: how the key
+// reads DTensors, whose impl lives in a layer above (dispatch passes
+// core's `dtensor_spec_or_null`).
+using SpecOfTensor = const DTensorSpecPtr* (*)(const at::Tensor& tensor);
 
 class PropagationKey {
  public:
@@ -33,7 +38,7 @@ class PropagationKey {
   // `mode_bits` distinguishes dispatch modes that change the result.
   static std::optional<PropagationKey> of(const c10::OperatorHandle& op,
                                           c10::ArrayRef<c10::IValue> arguments,
-                                          uint64_t mode_bits);
+                                          uint64_t mode_bits, SpecOfTensor spec_of);
 
   friend bool operator==(const PropagationKey& a, const PropagationKey& b);
   template <typename H>
@@ -43,8 +48,8 @@ class PropagationKey {
 
  private:
   PropagationKey() = default;
-  bool encode(const c10::IValue& value);
-  void encode_tensor(const at::Tensor& tensor);
+  bool encode(const c10::IValue& value, SpecOfTensor spec_of);
+  void encode_tensor(const at::Tensor& tensor, SpecOfTensor spec_of);
 
   const void* op_ = nullptr;
   absl::InlinedVector<DTensorSpecPtr, 4> specs_;

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/reduction.h"
+#include <dtensor/rules/reduction.h>
 
 #include <ATen/ATen.h>
 
@@ -7,16 +7,14 @@
 #include <cmath>
 #include <limits>
 
-#include "dtensor/base/check.h"
-#include "mesh/device_mesh.h"
-#include "placements/partial.h"
-#include "placements/replicate.h"
-#include "placements/shard.h"
-#include "rules/propagation.h"
-#include "rules/roles.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
-namespace {
 
 std::vector<bool> reduced_dims(const OpCall& call, const Reduction& r) {
   const int64_t ndim = call.input(0).spec->ndim();
@@ -37,6 +35,21 @@ std::vector<bool> reduced_dims(const OpCall& call, const Reduction& r) {
 bool keepdim(const OpCall& call, const Reduction& r) {
   return r.keepdim_argument && call.argument(*r.keepdim_argument).toBool();
 }
+
+Reduction over_all(Reduction r) {
+  r.dims_argument.reset();
+  r.keepdim_argument.reset();
+  return r;
+}
+
+Reduction local_only(size_t dims_argument, std::optional<size_t> keepdim_argument) {
+  Reduction r;
+  r.dims_argument = dims_argument;
+  r.keepdim_argument = keepdim_argument;
+  return r;
+}
+
+namespace {
 
 std::vector<int64_t> reduced_shape(const OpCall& call, const Reduction& r) {
   const std::vector<int64_t>& shape = call.input(0).spec->shape();
@@ -78,7 +91,7 @@ PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placeme
                                                : r.split_gives;
   const bool norm = r.norm_order_argument.has_value();
   if ((!gives && !norm) || !all_reduced || !p.fills_role(RuleRole::kContraction)) return nullptr;
-  if (norm) return Replicate::make();  // the kernel combines the parts
+  if (norm) return Replicate::make();  // the op's kernel combines the parts
   if (r.needs_nonempty_shards && !every_shard_nonempty(call, dim)) return nullptr;
   return Partial::make(*gives);
 }
@@ -99,9 +112,6 @@ std::vector<ShardingRow> reduction_rows(const OpCall& call, const Reduction& r, 
   } else if (const auto op = p->partial_op()) {
     if (std::count(r.partials_pass.begin(), r.partials_pass.end(), *op)) add(p, p);
   }
-  // The kernel's rows combine only with each other (rules/rule.h): it
-  // lists the all-Replicate row for mesh dims it leaves whole.
-  if (r.mean || r.norm_order_argument) add(Replicate::make(), Replicate::make());
   return rows;
 }
 
@@ -110,8 +120,8 @@ std::vector<ShardingRow> reduction_rows(const OpCall& call, const Reduction& r, 
 // GLOBAL count, so the terms of a split reduced dim add up to the mean
 // (Partial(sum)); half types sum and divide in float and round once, as
 // libtorch 2.x's own mean does.
-void mean_kernel(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                 const LocalContext& context) {
+void run_mean(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
+              const LocalContext& context) {
   const OpCall& call = context.call;
   const std::vector<bool> reduced = reduced_dims(call, r);
   const c10::IValue& dtype_value = call.argument("dtype");
@@ -140,84 +150,23 @@ void mean_kernel(const Reduction& r, const c10::OperatorHandle& op, torch::jit::
   stack.push_back(half ? out.to(result) : out);
 }
 
-// max (or min) of |x| over `dims`; an empty shard gives the identity 0 (or inf).
-at::Tensor extreme_of_abs(const at::Tensor& abs, const std::vector<int64_t>& dims, bool keep,
-                          bool max) {
-  int64_t reduced_numel = 1;
-  for (int64_t d : dims) reduced_numel *= abs.size(d);
-  if (reduced_numel == 0) {
-    return at::sum(abs, dims, keep).fill_(max ? 0.0 : std::numeric_limits<double>::infinity());
-  }
-  return max ? at::amax(abs, dims, keep) : at::amin(abs, dims, keep);
-}
-
-void norm_kernel(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                 const LocalContext& context) {
-  const OpCall& call = context.call;
-  const std::vector<bool> reduced = reduced_dims(call, r);
-  const std::vector<int64_t> combine =
-      mesh_dims_splitting(context, 0, [&](int64_t dim) { return reduced[dim]; });
-  if (combine.empty()) {
-    op.callBoxed(stack);
-    return;
-  }
-  const c10::IValue& order = call.argument(*r.norm_order_argument);
-  const double p = order.isNone() ? 2.0 : order.toScalar().toDouble();
-  at::Tensor x = stack[0].toTensor();
-  const auto dtype_index = call.schema().argumentIndexWithName("dtype");
-  if (dtype_index && !call.argument(*dtype_index).isNone()) {
-    x = x.to(call.argument(*dtype_index).toScalarType());
-  }
-  // The op itself refuses integers (on whole inputs it runs and says so).
-  DTENSOR_CHECK(at::isFloatingType(x.scalar_type()) || at::isComplexType(x.scalar_type()),
-                call.op_name(), ": expected a floating point or complex input for a norm, found ",
-                x.scalar_type());
-  x = x.abs();
-  std::vector<int64_t> dims;
-  for (size_t d = 0; d < reduced.size(); ++d) {
-    if (reduced[d]) dims.push_back(static_cast<int64_t>(d));
-  }
-  const bool keep = keepdim(call, r);
-  ReduceOp combine_op = ReduceOp::kSum;
-  at::Tensor part;
-  if (std::isinf(p)) {
-    combine_op = p > 0 ? ReduceOp::kMax : ReduceOp::kMin;
-    part = extreme_of_abs(x, dims, keep, p > 0);
-  } else if (p == 0) {
-    part = at::sum(x.ne(0).to(x.scalar_type()), dims, keep);
-  } else {
-    part = at::sum(x.pow(p), dims, keep);
-  }
-  for (int64_t m : combine) context.mesh.communicator(m)->all_reduce(part, combine_op);
-  if (p != 0 && !std::isinf(p)) part = part.pow(1.0 / p);
-  torch::jit::drop(stack, stack.size());
-  stack.push_back(part);
-}
-
 }  // namespace
 
-OpRule reduction_rule(const Reduction& reduction) {
-  OpRule rule;
-  rule.strategy = [reduction](const OpCall& call, int64_t m) {
+Strategy reduction_strategy(const Reduction& reduction) {
+  Strategy strategy;
+  strategy.rows = [reduction](const OpCall& call, int64_t m) {
     return reduction_rows(call, reduction, m);
   };
-  rule.output_shapes = [reduction](const OpCall& call) {
+  strategy.output_shapes = [reduction](const OpCall& call) {
     return std::vector<std::vector<int64_t>>(call.schema().returns().size(),
                                              reduced_shape(call, reduction));
   };
-  if (reduction.mean) {
-    rule.local_kernel = [reduction](const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                                    const LocalContext& context) {
-      mean_kernel(reduction, op, stack, context);
-    };
-  }
-  if (reduction.norm_order_argument) {
-    rule.local_kernel = [reduction](const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                                    const LocalContext& context) {
-      norm_kernel(reduction, op, stack, context);
-    };
-  }
-  return rule;
+  return strategy;
+}
+
+LocalKernel mean_kernel(const Reduction& reduction) {
+  return [reduction](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                     const LocalContext& context) { run_mean(reduction, op, stack, context); };
 }
 
 }  // namespace dtensor

@@ -1,12 +1,7 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/roles.h"
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
-
-std::optional<int64_t> split_dim_of(const Placement& p) {
-  if (p.merged_leading_dims() > 0) return 0;
-  return p.split_dim();
-}
 
 PlacementPtr move_for_role(const Placement& p, RuleRole role, int64_t dim,
                            bool leading_dims_match) {

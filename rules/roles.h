@@ -8,13 +8,9 @@
 #include <optional>
 #include <vector>
 
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
-
-// The tensor dim `p` splits: its split_dim, or 0 for a placement merging
-// leading dims into rows (Ragged); nullopt for Replicate and Partial.
-std::optional<int64_t> split_dim_of(const Placement& p);
 
 // `p` moved to tensor dim `dim` of an operand, when `p` fills `role` and can
 // move there; nullptr otherwise. A placement merging k > 1 leading dims moves

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "rules/tensor_arguments.h"
+#include <dtensor/rules/tensor_arguments.h>
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>

@@ -14,8 +14,8 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
-#include "dtensor/base/compat.h"
-#include "dtensor/tensor_impl.h"
+#include <dtensor/base/compat.h>
+#include <dtensor/core/tensor_impl.h>
 
 namespace dtensor {
 namespace {

@@ -1,15 +1,15 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/autograd/layout_functions.h"
+#include <dtensor/autograd/layout_functions.h>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/base/compat.h"
-#include "dtensor/redistribute/planner.h"
-#include "dtensor/tensor_impl.h"
-#include "placements/replicate.h"
+#include <dtensor/base/check.h>
+#include <dtensor/base/compat.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/core/tensor_impl.h>
+#include <dtensor/placements/replicate.h>
 
 namespace dtensor {
 namespace {

@@ -18,7 +18,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "dtensor/spec.h"
+#include <dtensor/placements/spec.h>
 
 namespace dtensor {
 

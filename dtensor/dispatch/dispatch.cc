@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/dispatch/dispatch.h"
+#include <dtensor/dispatch/dispatch.h>
 
 #include <torch/library.h>
 
@@ -7,11 +7,11 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "dtensor/base/check.h"
-#include "dtensor/dispatch/op_runner.h"
-#include "dtensor/tensor_impl.h"
+#include <dtensor/base/check.h>
+#include <dtensor/base/op_name.h>
+#include <dtensor/dispatch/op_runner.h>
+#include <dtensor/core/tensor_impl.h>
 
 namespace dtensor {
 namespace {
@@ -46,12 +46,11 @@ torch::Library& library_for(const std::string& ns) {
 }
 
 void register_kernel(const c10::OperatorName& name) {
-  const auto colon = name.name.find("::");
-  const std::string ns = name.name.substr(0, colon);
-  std::string op = name.name.substr(colon + 2);
-  if (!name.overload_name.empty()) absl::StrAppend(&op, ".", name.overload_name);
-  library_for(ns).impl(op.c_str(),
-                       torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>());
+  const std::string full = op_name_string(name);
+  const auto colon = full.find("::");
+  library_for(full.substr(0, colon))
+      .impl(full.substr(colon + 2).c_str(),
+            torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>());
 }
 
 // Composite ops decompose before they reach the DTensor key, and keep their
@@ -93,9 +92,7 @@ ScopedImplicitReplication::ScopedImplicitReplication()
 uint64_t dispatch_mode_bits() { return tls_mode_bits; }
 
 void register_dtensor_kernel(std::string_view op_name) {
-  const auto dot = op_name.find('.');
-  c10::OperatorName name(std::string(op_name.substr(0, dot)),
-                         dot == std::string_view::npos ? "" : std::string(op_name.substr(dot + 1)));
+  const c10::OperatorName name = parse_op_name(op_name, "register_dtensor_kernel");
   auto op = c10::Dispatcher::singleton().findOp(name);
   DTENSOR_CHECK(op.has_value(), "register_dtensor_kernel: expected a registered operator, found "
                 "no \"", op_name, "\"");

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/dispatch/op_runner.h"
+#include <dtensor/dispatch/op_runner.h>
 
 #include <ATen/ATen.h>
 
@@ -7,19 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/planner.h"
-#include "dtensor/tensor_impl.h"
-#include "placements/replicate.h"
-#include "rules/propagation_cache.h"
-#include "rules/tensor_arguments.h"
+#include <dtensor/base/check.h>
+#include <dtensor/base/op_name.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/core/tensor_impl.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/propagation_cache.h>
+#include <dtensor/rules/tensor_arguments.h>
 
 namespace dtensor {
 namespace {
 
 std::string op_name_of(const c10::OperatorHandle& op) {
-  const c10::OperatorName& name = op.operator_name();
-  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  return op_name_string(op.operator_name());
 }
 
 }  // namespace
@@ -171,7 +171,7 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                      const DispatchModes& modes, uint64_t mode_bits) {
   const size_t num_arguments = op.schema().arguments().size();
   const c10::ArrayRef<c10::IValue> arguments(&*(stack.end() - num_arguments), num_arguments);
-  std::optional<PropagationKey> key = PropagationKey::of(op, arguments, mode_bits);
+  std::optional<PropagationKey> key = PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);
   PropagationCache& cache = PropagationCache::for_this_thread();
   const Propagation* propagation = key ? cache.find(*key) : nullptr;
   std::unique_ptr<Propagation> uncached;

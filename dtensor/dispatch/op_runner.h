@@ -8,7 +8,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "rules/propagation.h"
+#include <dtensor/rules/propagation.h>
 
 namespace dtensor {
 

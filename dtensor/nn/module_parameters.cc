@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/nn/module_parameters.h"
+#include <dtensor/nn/module_parameters.h>
 
 #include <string_view>
 #include <utility>
@@ -10,7 +10,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor::nn {
 namespace {

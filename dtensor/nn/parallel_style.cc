@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/nn/parallel_style.h"
+#include <dtensor/nn/parallel_style.h>
 
 #include <optional>
 #include <utility>
@@ -8,11 +8,12 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/nn/parallelize.h"
-#include "placements/replicate.h"
-#include "placements/shard.h"
+#include <absl/strings/str_join.h>
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/nn/parallelize.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
 
 namespace dtensor::nn {
 
@@ -149,6 +150,29 @@ ParallelModule RowwiseParallel::apply(const std::string& path,
                                       const std::shared_ptr<torch::nn::Module>& module,
                                       const DeviceMesh& mesh) const {
   return apply_recipe(name(), options_, path, module, mesh, rowwise_recipe);
+}
+
+Registry<ParallelStyleFactory>& parallel_styles() {
+  static auto* registry = new Registry<ParallelStyleFactory>(
+      "parallel style registry", Registry<ParallelStyleFactory>::PerKey::kOneValue);
+  return *registry;
+}
+
+std::shared_ptr<const ParallelStyle> parallel_style(std::string_view name,
+                                                    const StyleOptions& options) {
+  const auto factory = parallel_styles().find(name);
+  DTENSOR_CHECK(factory != nullptr, "parallel_style: expected a registered style (",
+                absl::StrJoin(parallel_styles().keys(), ", "), "), found \"", name, "\"");
+  return factory->front()(options);
+}
+
+DTENSOR_REGISTER(builtin_parallel_styles) {
+  parallel_styles().add("ColwiseParallel", [](const StyleOptions& options) {
+    return std::make_shared<const ColwiseParallel>(options);
+  });
+  parallel_styles().add("RowwiseParallel", [](const StyleOptions& options) {
+    return std::make_shared<const RowwiseParallel>(options);
+  });
 }
 
 }  // namespace dtensor::nn

@@ -23,12 +23,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "mesh/device_mesh.h"
-#include "placements/placement.h"
+#include <dtensor/base/registry.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placement.h>
 
 namespace dtensor::nn {
 
@@ -132,5 +134,25 @@ class RowwiseParallel final : public ParallelStyle {
  private:
   StyleOptions options_;
 };
+
+// Makes a style from its options (a registry value).
+using ParallelStyleFactory =
+    std::function<std::shared_ptr<const ParallelStyle>(const StyleOptions& options)>;
+
+// Parallel styles by name ("ColwiseParallel", "RowwiseParallel", and any a
+// user registers), so plans can name their styles (read from a config, say):
+//
+//   DTENSOR_REGISTER(my_style) {
+//     dtensor::nn::parallel_styles().add("MyParallel", [](const StyleOptions& o) {
+//       return std::make_shared<MyParallel>(o);
+//     });
+//   }
+//   plan = {{"mlp.fc1", dtensor::nn::parallel_style("ColwiseParallel")}};
+Registry<ParallelStyleFactory>& parallel_styles();
+
+// The style registered as `name`, made with `options`. Throws dtensor::Error
+// naming the registered styles when there is none.
+std::shared_ptr<const ParallelStyle> parallel_style(std::string_view name,
+                                                    const StyleOptions& options = {});
 
 }  // namespace dtensor::nn

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/nn/parallelize.h"
+#include <dtensor/nn/parallelize.h>
 
 #include <algorithm>
 
@@ -7,10 +7,10 @@
 #include <c10/core/UndefinedTensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/planner.h"
-#include "placements/replicate.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/placements/replicate.h>
 
 namespace dtensor::nn {
 namespace {

@@ -71,10 +71,10 @@
 
 #include <torch/nn/module.h>
 
-#include "dtensor/nn/module_parameters.h"
-#include "dtensor/nn/parallel_style.h"
-#include "mesh/device_mesh.h"
-#include "placements/placement.h"
+#include <dtensor/nn/module_parameters.h>
+#include <dtensor/nn/parallel_style.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placement.h>
 
 namespace dtensor::nn {
 

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/redistribute/async_redistribute.h"
+#include <dtensor/redistribute/async_redistribute.h>
 
 #include <memory>
 
@@ -10,7 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "dtensor/redistribute/planner.h"
+#include <dtensor/core/tensor_impl.h>
 
 namespace dtensor {
 
@@ -45,10 +45,11 @@ class CudaPendingWork final : public PendingWork {
 
 }  // namespace
 
-DTensor redistribute_async(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
-  const c10::Device device = tensor.mesh().device();
-  if (!device.is_cuda()) return redistribute_any(tensor, placements);
-  if (plan_redistribute(tensor.spec(), placements).steps.empty()) return tensor;
+at::Tensor redistribute_async(const at::Tensor& source,
+                              const std::function<at::Tensor()>& redistribute) {
+  DTensorImpl* source_impl = dtensor_impl(source);
+  const c10::Device device = source_impl->spec()->mesh().device();
+  if (!device.is_cuda()) return redistribute();
 
   const auto index = static_cast<c10::DeviceIndex>(device.index());
   const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(index);
@@ -56,25 +57,26 @@ DTensor redistribute_async(const DTensor& tensor, const std::vector<PlacementPtr
   // First: the source may itself come from an async redistribute, and
   // local() orders the caller stream after that work, which the event below
   // then passes on to the side stream.
-  const at::Tensor& source_local = dtensor_impl(tensor.tensor())->local();
+  const at::Tensor& source_local = source_impl->local();
   at::cuda::CUDAEvent inputs_ready;
   inputs_ready.record(caller);
   inputs_ready.block(side);
-  DTensor result = [&] {
+  at::Tensor result = [&] {
     c10::cuda::CUDAStreamGuard on_side(side);
-    return redistribute_any(tensor, placements);
+    return redistribute();
   }();
+  if (result.unsafeGetTensorImpl() == source.unsafeGetTensorImpl()) return result;  // no step
   keep_alive_on(source_local, side);
   const auto work = std::make_shared<const CudaPendingWork>(side);
-  dtensor_impl(result.tensor())->set_pending(work);
-  dtensor_impl(tensor.tensor())->set_pending(work);  // its shard is being read
+  dtensor_impl(result)->set_pending(work);
+  source_impl->set_pending(work);  // its shard is being read
   return result;
 }
 
 #else  // no CUDA libtorch: no streams, every backend completes in the call
 
-DTensor redistribute_async(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
-  return redistribute_any(tensor, placements);
+at::Tensor redistribute_async(const at::Tensor&, const std::function<at::Tensor()>& redistribute) {
+  return redistribute();
 }
 
 #endif

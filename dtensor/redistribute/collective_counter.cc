@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/redistribute/collective_counter.h"
+#include <dtensor/redistribute/collective_counter.h>
 
 namespace dtensor {
 namespace {

@@ -1,12 +1,12 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/redistribute/cross_step.h"
+#include <dtensor/redistribute/cross_step.h>
 
 #include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
-#include "mesh/device_mesh.h"
+#include <dtensor/mesh/device_mesh.h>
 
 namespace dtensor::redistribute_internal {
 namespace {

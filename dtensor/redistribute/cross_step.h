@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "dtensor/spec.h"
+#include <dtensor/placements/spec.h>
 
 namespace dtensor::redistribute_internal {
 

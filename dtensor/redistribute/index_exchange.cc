@@ -1,12 +1,12 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/redistribute/index_exchange.h"
+#include <dtensor/redistribute/index_exchange.h>
 
 #include <numeric>
 
 #include <ATen/ATen.h>
 
 #include "absl/container/flat_hash_map.h"
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor::redistribute_internal {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "placements/layout.h"
+#include <dtensor/placements/layout.h>
 
 namespace dtensor::redistribute_internal {
 

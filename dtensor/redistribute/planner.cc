@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/redistribute/planner.h"
+#include <dtensor/redistribute/planner.h>
 
 #include <functional>
 #include <iomanip>
@@ -10,10 +10,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/collective_counter.h"
-#include "dtensor/redistribute/cross_step.h"
-#include "placements/replicate.h"
+#include <dtensor/base/check.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/redistribute/cross_step.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/cost.h>
 
 namespace dtensor {
 namespace {
@@ -23,22 +24,14 @@ using redistribute_internal::GroupExchange;
 using redistribute_internal::groups_hold_their_targets;
 using Placements = std::vector<PlacementPtr>;
 
-// Tensor dims a placement splits (a Ragged splits the dims merged into rows).
-std::vector<int64_t> split_dims(const Placement& p) {
-  std::vector<int64_t> dims;
-  if (std::optional<int64_t> d = p.split_dim()) dims.push_back(*d);
-  for (int64_t d = 0; d < p.merged_leading_dims(); ++d) dims.push_back(d);
-  return dims;
-}
-
 // A step on mesh dims [first, last] only exchanges data inside its group when
 // no mesh dim to the right splits a tensor dim that the change touches.
-bool is_group_local(const Placements& state, int64_t first, int64_t last, const Placement& from,
+bool is_group_local(const Placements& state, int64_t /*first*/, int64_t last, const Placement& from,
                     const Placement& to) {
-  std::vector<int64_t> touched = split_dims(from);
-  for (int64_t d : split_dims(to)) touched.push_back(d);
+  std::vector<int64_t> touched = split_tensor_dims(from);
+  for (int64_t d : split_tensor_dims(to)) touched.push_back(d);
   for (size_t m = last + 1; m < state.size(); ++m) {
-    for (int64_t d : split_dims(*state[m])) {
+    for (int64_t d : split_tensor_dims(*state[m])) {
       if (std::find(touched.begin(), touched.end(), d) != touched.end()) return false;
     }
   }
@@ -47,8 +40,8 @@ bool is_group_local(const Placements& state, int64_t first, int64_t last, const 
 
 // The one tensor dim a change from `from` to `to` touches, if it is one.
 std::optional<int64_t> single_touched_dim(const Placement& from, const Placement& to) {
-  std::vector<int64_t> touched = split_dims(from);
-  for (int64_t d : split_dims(to)) {
+  std::vector<int64_t> touched = split_tensor_dims(from);
+  for (int64_t d : split_tensor_dims(to)) {
     if (std::find(touched.begin(), touched.end(), d) == touched.end()) touched.push_back(d);
   }
   if (touched.size() != 1 || from.merged_leading_dims() > 1 || to.merged_leading_dims() > 1) {
@@ -80,13 +73,13 @@ bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
   return true;
 }
 
-double step_cost(const Transition& transition, const StepContext& context, int64_t bytes,
-                 const CollectiveCosts& costs) {
-  if (!transition.communicates()) return costs.local_step_us + bytes / (costs.bytes_per_us * 10);
-  const bool many_to_many =
-      transition.collective() == "all_to_all_v" && transition.peers(context) > 1;
-  const double factor = many_to_many ? costs.all_to_all_factor : 1.0;
-  return costs.latency_us + factor * bytes / costs.bytes_per_us;
+// The cost model's price of one step (rules/cost.h).
+double transition_cost(const Transition& transition, const StepContext& context, int64_t bytes,
+                       const CollectiveCosts& costs) {
+  const StepKind kind = !transition.communicates()                   ? StepKind::kLocalCopy
+                        : transition.collective() == "all_to_all_v" ? StepKind::kAllToAll
+                                                                     : StepKind::kCollective;
+  return step_cost(kind, bytes, transition.peers(context), costs);
 }
 
 // Placements a run of mesh dims may move to: the source's, the target's, or
@@ -175,7 +168,7 @@ class Planner {
             }
             const int64_t bytes = transition.bytes(context);
             return Costed{bytes,
-                          step_cost(transition, context, bytes, collective_costs(from->mesh()))};
+                          transition_cost(transition, context, bytes, from->mesh().collective_costs())};
           };
           if (std::optional<PlannedStep> step = make_step(from, after, first, last, cost_of)) {
             steps.push_back(std::move(*step));
@@ -210,7 +203,7 @@ class Planner {
               exact_group_exchange(*from, *after, first, last);
           if (!exchange) return std::nullopt;
           return Costed{exchange->rank0_sent_bytes,
-                        cross_step_cost(*exchange, collective_costs(from->mesh()))};
+                        cross_step_cost(*exchange, from->mesh().collective_costs())};
         };
         if (std::optional<PlannedStep> step = make_step(from, after, first, last, cost_of)) {
           steps.push_back(std::move(*step));
@@ -223,9 +216,11 @@ class Planner {
   // the one that keeps its piece ([R,S(0)] -> [S(0),R] on the diagonal) and
   // would make the step look free.
   static double cross_step_cost(const GroupExchange& exchange, const CollectiveCosts& costs) {
-    const double factor = exchange.max_peers > 1 ? costs.all_to_all_factor : 1.0;
-    return costs.latency_us + factor * exchange.max_bytes / costs.bytes_per_us +
-           exchange.max_own_bytes / (costs.bytes_per_us * 10);  // as a local step's copy
+    // The exchange, plus the copy of the rank's own piece (without the local
+    // step's fixed cost, which the exchange's latency covers).
+    return step_cost(StepKind::kAllToAll, exchange.max_bytes, exchange.max_peers, costs) +
+           step_cost(StepKind::kLocalCopy, exchange.max_own_bytes, 0, costs) -
+           costs.local_step_us;
   }
 
   // Whether going from `state` to `goal` changes nothing outside [first,
@@ -268,7 +263,7 @@ class Planner {
     // Seen from coordinate 0: applicability and cost must not depend on which
     // rank plans, or ranks would run different collectives.
     StepContext context(*from, *after, dims, std::vector<int64_t>(from->mesh().ndim(), 0));
-    const Transition* transition = find_transition(context);
+    std::shared_ptr<const Transition> transition = find_transition(context);
     if (transition == nullptr) return std::nullopt;
     const std::optional<Costed> costed = cost_of(context, *transition);
     if (!costed) return std::nullopt;
@@ -276,7 +271,7 @@ class Planner {
     step.mesh_dims = std::move(dims);
     step.before = from;
     step.after = std::move(after);
-    step.transition = transition;
+    step.transition = std::move(transition);
     step.bytes = costed->bytes;
     step.cost = costed->cost;
     return step;
@@ -337,12 +332,23 @@ struct PlanKeyEq {
 
 // Per thread: with the local backend every rank is a thread with its own
 // communicators, so plans (which name none) are still kept per rank.
-thread_local absl::flat_hash_map<PlanKey, std::unique_ptr<RedistributePlan>, PlanKeyHash, PlanKeyEq>
-    plan_cache;
+using PlanCache =
+    absl::flat_hash_map<PlanKey, std::unique_ptr<RedistributePlan>, PlanKeyHash, PlanKeyEq>;
+
+// The calling thread's plans, emptied when the transitions change.
+PlanCache& plan_cache() {
+  thread_local PlanCache cache;
+  thread_local uint64_t generation = 0;
+  const uint64_t now = transitions().generation();
+  if (now != generation) {
+    cache.clear();
+    generation = now;
+  }
+  return cache;
+}
 
 }  // namespace
 
-CollectiveCosts collective_costs(const DeviceMesh& mesh) { return mesh.world()->costs(); }
 
 int64_t RedistributePlan::collectives() const {
   int64_t count = 0;
@@ -377,13 +383,14 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source, const DTens
 
 const RedistributePlan& plan_redistribute(const DTensorSpec& source,
                                           const std::vector<PlacementPtr>& target_placements) {
-  auto it = plan_cache.find(PlanKeyView{&source, &target_placements});
-  if (it != plan_cache.end()) return *it->second;
+  PlanCache& plans = plan_cache();
+  auto it = plans.find(PlanKeyView{&source, &target_placements});
+  if (it != plans.end()) return *it->second;
   const DTensorSpec target = source.with_placements(target_placements);
   // Also cached under the normalized spelling (e.g. S(-1) and S(1) share a plan).
-  auto found = plan_cache.find(PlanKeyView{&source, &target.placements()});
+  auto found = plans.find(PlanKeyView{&source, &target.placements()});
   RedistributePlan* plan = nullptr;
-  if (found != plan_cache.end()) {
+  if (found != plans.end()) {
     plan = found->second.get();
   } else {
     auto made = std::make_unique<RedistributePlan>(Planner(source, target).plan());
@@ -391,12 +398,12 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source,
                                        : made->steps.back().after;
     plan = made.get();
     auto source_copy = std::make_shared<const DTensorSpec>(source);
-    plan_cache.emplace(PlanKey{source_copy, target.placements()}, std::move(made));
+    plans.emplace(PlanKey{source_copy, target.placements()}, std::move(made));
   }
   if (!same_placements(target_placements, target.placements())) {
     auto alias = std::make_unique<RedistributePlan>(*plan);
     plan = alias.get();
-    plan_cache.emplace(PlanKey{std::make_shared<const DTensorSpec>(source), target_placements},
+    plans.emplace(PlanKey{std::make_shared<const DTensorSpec>(source), target_placements},
                        std::move(alias));
   }
   return *plan;

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/redistribute/transition.h"
-#include "dtensor/spec.h"
+#include <dtensor/redistribute/transition.h>
+#include <dtensor/placements/spec.h>
 
 namespace dtensor {
 
@@ -34,7 +34,7 @@ struct PlannedStep {
   std::vector<int64_t> mesh_dims;  // adjacent mesh dims that change
   DTensorSpecPtr before;
   DTensorSpecPtr after;
-  const Transition* transition = nullptr;
+  std::shared_ptr<const Transition> transition;
   int64_t bytes = 0;  // what rank 0 sends (copies, for local steps)
   double cost = 0;    // estimated microseconds
   // The calling rank's view of the step, made on first execution and kept:
@@ -67,7 +67,5 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source,
 // Runs `plan` on the calling rank's local tensor of `plan`'s source spec.
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
 
-// The cost constants plans on `mesh` use: its backend's (mesh/communicator.h).
-CollectiveCosts collective_costs(const DeviceMesh& mesh);
 
 }  // namespace dtensor

@@ -1,12 +1,13 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/redistribute/transition.h"
+#include <dtensor/redistribute/transition.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
 
-#include "dtensor/base/check.h"
+#include <absl/container/flat_hash_map.h>
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 
@@ -32,13 +33,6 @@ StepContext::StepContext(const DTensorSpec& source, const DTensorSpec& target,
   }
   source_layouts_.resize(group_size_);
   target_layouts_.resize(group_size_);
-}
-
-int64_t StepContext::local_split_dim(const Placement& placement, int64_t merged) {
-  if (placement.merged_leading_dims() > 0) return 0;
-  const std::optional<int64_t> dim = placement.split_dim();
-  if (!dim) return -1;
-  return *dim < merged ? 0 : *dim - merged + 1;
 }
 
 std::vector<int64_t> StepContext::member_coordinate(int64_t member) const {
@@ -94,36 +88,58 @@ const std::shared_ptr<Communicator>& StepContext::communicator() const {
 
 namespace {
 
-struct TransitionRegistry {
-  std::mutex mutex;
-  std::vector<std::unique_ptr<Transition>> transitions;
-};
+void check_placement_pair(std::string_view what, std::string_view key) {
+  const size_t arrow = key.find("->");
+  DTENSOR_CHECK(arrow != std::string_view::npos && arrow > 0 && arrow + 2 < key.size() &&
+                    key.find("->", arrow + 2) == std::string_view::npos,
+                what, ": expected a placement pair like \"S->R\" or \"*->R\", found \"", key,
+                "\"");
+}
 
-TransitionRegistry& transition_registry() {
-  static TransitionRegistry* registry = new TransitionRegistry();
-  return *registry;
+using Candidates = std::vector<std::shared_ptr<const Transition>>;
+
+// The transitions registered for a pair of kinds, its wildcards included, in
+// priority order (stable: registration order breaks ties).
+Candidates candidates_for(const std::string& from, const std::string& to) {
+  Candidates out;
+  for (const std::string& key : {from + "->" + to, from + "->*", "*->" + to, std::string("*->*")}) {
+    if (auto found = transitions().find(key)) out.insert(out.end(), found->begin(), found->end());
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a->priority() < b->priority();
+  });
+  return out;
+}
+
+// Per thread (ranks of the local backend plan concurrently), dropped when a
+// registry changes.
+const Candidates& cached_candidates(const Placement& from, const Placement& to) {
+  thread_local uint64_t generation = ~uint64_t{0};
+  thread_local absl::flat_hash_map<std::string, Candidates> cache;
+  if (generation != registries_generation()) {
+    cache.clear();
+    generation = registries_generation();
+  }
+  const std::string from_kind = from.kind(), to_kind = to.kind();
+  auto [it, inserted] = cache.try_emplace(from_kind + "->" + to_kind);
+  if (inserted) it->second = candidates_for(from_kind, to_kind);
+  return it->second;
 }
 
 }  // namespace
 
-const std::vector<std::unique_ptr<Transition>>& registered_transitions() {
-  return transition_registry().transitions;
+Registry<std::shared_ptr<const Transition>>& transitions() {
+  static auto* registry = new Registry<std::shared_ptr<const Transition>>(
+      "transition registry", Registry<std::shared_ptr<const Transition>>::PerKey::kJoinedValues,
+      check_placement_pair);
+  return *registry;
 }
 
-bool register_transition(std::unique_ptr<Transition> transition) {
-  TransitionRegistry& registry = transition_registry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  auto position = std::upper_bound(
-      registry.transitions.begin(), registry.transitions.end(), transition->priority(),
-      [](int priority, const std::unique_ptr<Transition>& t) { return priority < t->priority(); });
-  registry.transitions.insert(position, std::move(transition));
-  return true;
-}
-
-const Transition* find_transition(const StepContext& step) {
-  for (const std::unique_ptr<Transition>& transition : registered_transitions()) {
+std::shared_ptr<const Transition> find_transition(const StepContext& step) {
+  for (const auto& transition :
+       cached_candidates(step.source_placement(), step.target_placement())) {
     if (!step.changes_only_group_dims() && !transition->reads_layouts_only()) continue;
-    if (transition->applies(step)) return transition.get();
+    if (transition->applies(step)) return transition;
   }
   return nullptr;
 }

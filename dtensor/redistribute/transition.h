@@ -13,8 +13,12 @@
 // non-partial placements that merge the same leading dims, so a new placement
 // works before anyone writes a fast path for it.
 //
-// Adding a transition: subclass, then in its own .cc file
-//   DTENSOR_REGISTER_TRANSITION(MyTransition);
+// Transitions are registered by the pair of placement kinds they change
+// (`Placement::kind()`: "S", "R", "P", "SS", "RG", a plugin's own), "*"
+// matching any kind. Adding one: subclass, then in its own .cc file
+//   DTENSOR_REGISTER(my_transition) {
+//     dtensor::transitions().add("IS->R", std::make_shared<MyTransition>());
+//   }
 #pragma once
 
 #include <any>
@@ -27,9 +31,10 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/spec.h"
-#include "mesh/communicator.h"
+#include <dtensor/base/check.h>
+#include <dtensor/base/registry.h>
+#include <dtensor/placements/spec.h>
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor {
 
@@ -64,9 +69,6 @@ class StepContext {
   // Leading dims merged into rows before and after (1: none).
   int64_t source_merged() const { return merged_leading_dims(source_.placements()); }
   int64_t target_merged() const { return merged_leading_dims(target_.placements()); }
-  // The local dim a placement splits in a layout merging `merged` dims, or -1
-  // when it splits none.
-  static int64_t local_split_dim(const Placement& placement, int64_t merged);
   // Elements of one local tensor element, in bytes.
   int64_t element_size() const;
   // The group's communicator (flattened when several mesh dims change);
@@ -126,13 +128,14 @@ class Transition {
   bool communicates() const { return collective() != "local"; }
 };
 
-// Registered transitions in priority order.
-const std::vector<std::unique_ptr<Transition>>& registered_transitions();
-bool register_transition(std::unique_ptr<Transition> transition);
+// Transitions by placement pair ("S->R", "P->*", "*->*"); a pair's
+// transitions join.
+Registry<std::shared_ptr<const Transition>>& transitions();
 
-// The first registered transition that applies to `step` (and reads layouts
-// only, for a cross step), or nullptr.
-const Transition* find_transition(const StepContext& step);
+// Among the transitions registered for the step's pair of placement kinds
+// (and the wildcard pairs that match it), the first by priority that applies
+// to `step` (and reads layouts only, for a cross step), or nullptr.
+std::shared_ptr<const Transition> find_transition(const StepContext& step);
 
 // Whether groups of one rank run their collectives like bigger groups,
 // instead of the local copy of transitions/single_rank_group.cc. Set by the
@@ -143,6 +146,3 @@ bool single_rank_groups_communicate();
 
 }  // namespace dtensor
 
-#define DTENSOR_REGISTER_TRANSITION(Type)                                   \
-  static const bool dtensor_transition_registered_##Type [[maybe_unused]] = \
-      ::dtensor::register_transition(std::make_unique<Type>())

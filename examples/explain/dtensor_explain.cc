@@ -34,14 +34,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/planner.h"
-#include "dtensor/spec.h"
+#include <dtensor/base/check.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/placements/spec.h>
 #include "examples/explain/args.h"
 #include "examples/explain/format.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 
 namespace dtensor_explain {
 namespace {

@@ -3,10 +3,10 @@
 
 #include <ATen/ATen.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/collective_counter.h"
-#include "placements/placements.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/placements/placements.h>
 
 namespace dtensor::examples {
 namespace {

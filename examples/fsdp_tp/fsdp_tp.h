@@ -29,7 +29,7 @@
 
 #include "examples/fsdp_tp/fsdp_tp_layout.h"
 #include "examples/mlp/mlp.h"
-#include "mesh/device_mesh.h"
+#include <dtensor/mesh/device_mesh.h>
 
 namespace dtensor::examples {
 

@@ -1,9 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 #include "examples/fsdp_tp/fsdp_tp_layout.h"
 
-#include "placements/replicate.h"
-#include "placements/shard.h"
-#include "placements/strided_shard.h"
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/placements/strided_shard.h>
 
 namespace dtensor::examples {
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 namespace dtensor::examples {
 

@@ -10,7 +10,7 @@
 
 #include "examples/fsdp_tp/fsdp_tp.h"
 #include "examples/support/one_device.h"
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/local_communicator.h>
 
 namespace {
 

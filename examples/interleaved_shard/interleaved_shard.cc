@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "dtensor/base/check.h"
-#include "placements/parse.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/parse.h>
 
 namespace dtensor {
 namespace {
@@ -76,7 +76,7 @@ PlacementPtr parse_interleaved_shard(const PlacementArguments& arguments) {
   return InterleavedShard::make(arguments.integer(0, "dim"), interleave);
 }
 
-DTENSOR_REGISTER_PLACEMENT_SPELLING("IS", parse_interleaved_shard);
+DTENSOR_REGISTER(parse_interleaved_shard_spelling) { placement_parsers().add("IS", parse_interleaved_shard); }
 
 }  // namespace
 }  // namespace dtensor

@@ -44,7 +44,7 @@
 //    placement splits one dim: the generic gather to Replicate needs it, and
 //    the planner uses it to keep steps local to their group.
 //  * A spelling, registered once in the .cc with
-//    DTENSOR_REGISTER_PLACEMENT_SPELLING, so parse_placement(s) and printing
+//    DTENSOR_REGISTER and placement_parsers(), so parse_placement(s) and printing
 //    round-trip (to_string must produce what the parser reads).
 //
 // and leaves the rest at the base class defaults: is_replicate/is_partial
@@ -104,7 +104,7 @@
 #include <optional>
 #include <string>
 
-#include "placements/placement.h"
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 

@@ -15,11 +15,12 @@
 #include <vector>
 
 #include "interleaved_shard.h"
-#include "placements/shard.h"
-#include "rules/dim_map.h"
-#include "rules/propagation.h"
-#include "rules/registration.h"
-#include "rules/roles.h"
+#include <dtensor/placements/shard.h>
+#include <dtensor/rules/local_kernel.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/registration.h>
+#include <dtensor/rules/roles.h>
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 namespace {
@@ -99,38 +100,24 @@ void split_local_blocks(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   stack.emplace_back(std::move(pieces));
 }
 
-// The rows an IS row may combine with on other mesh dims: a rule with a local
-// kernel is only ever combined with its own rows (rules/rule.h), so it
-// repeats the built-in ones (any split of another dim passes through, the
-// split dim itself whole) and the all-Replicate row.
-std::vector<ShardingRow> builtin_split_rows(const OpCall& call, int64_t m) {
-  static const OpRule cut = dim_map_rule([](const OpCall& c) {
-    DimMap map(static_cast<size_t>(c.input(0).spec->ndim()));
-    for (size_t d = 0; d < map.size(); ++d) map[d] = static_cast<int64_t>(d);
-    map[static_cast<size_t>(split_dim(c))] = kConsumed;
-    return map;
-  });
-  std::vector<ShardingRow> rows = cut.strategy(call, m);
-  rows.push_back(replicate_row(call));
+std::vector<ShardingRow> interleaved_split_rows(const OpCall& call, int64_t m) {
+  std::vector<ShardingRow> rows;
+  if (auto row = block_split_row(call, m)) rows.push_back(std::move(*row));
   return rows;
-}
-
-OpRule interleaved_split_rule() {
-  OpRule rule;
-  rule.strategy = [](const OpCall& call, int64_t m) {
-    std::vector<ShardingRow> rows = builtin_split_rows(call, m);
-    if (auto row = block_split_row(call, m)) rows.push_back(std::move(*row));
-    return rows;
-  };
-  rule.local_kernel = split_local_blocks;
-  return rule;
 }
 
 }  // namespace
 
-DTENSOR_REGISTER_RULES(interleaved_shard_split) {
-  add_to_existing(registry, {"aten::split.Tensor", "aten::split_with_sizes"},
-                  interleaved_split_rule());
+// Joins the built-in strategies of the split ops (which keep serving every
+// other layout); the kernel runs for every layout of these ops and falls back
+// to the op itself wherever the input is not interleaved.
+DTENSOR_REGISTER(interleaved_shard_split) {
+  Strategy strategy;
+  strategy.rows = interleaved_split_rows;
+  const std::initializer_list<std::string_view> ops = {"aten::split.Tensor",
+                                                       "aten::split_with_sizes"};
+  add_to_existing(strategies(), ops, strategy);
+  add_to_existing(local_kernels(), ops, LocalKernel(split_local_blocks));
 }
 
 }  // namespace dtensor

@@ -13,7 +13,7 @@
 
 #include "examples/ragged_optimizer/ragged_optimizer.h"
 #include "examples/support/one_device.h"
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/local_communicator.h>
 
 namespace {
 

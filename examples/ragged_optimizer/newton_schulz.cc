@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor::examples {
 

@@ -4,12 +4,12 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/collective_counter.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include "examples/ragged_optimizer/newton_schulz.h"
 #include "examples/support/one_device.h"
-#include "placements/placements.h"
+#include <dtensor/placements/placements.h>
 
 namespace dtensor::examples {
 namespace {

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "mesh/device_mesh.h"
-#include "placements/placement.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placement.h>
 
 namespace dtensor::examples {
 

@@ -9,7 +9,7 @@
 
 #include "examples/support/one_device.h"
 #include "examples/tp_mlp/tp_mlp.h"
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/local_communicator.h>
 
 namespace {
 

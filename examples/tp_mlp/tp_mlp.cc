@@ -3,9 +3,9 @@
 
 #include <ATen/ATen.h>
 
-#include "dtensor/dtensor.h"
+#include <dtensor/dtensor.h>
 #include "examples/mlp/mlp.h"
-#include "placements/placements.h"
+#include <dtensor/placements/placements.h>
 
 namespace dtensor::examples {
 

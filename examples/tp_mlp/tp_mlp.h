@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "mesh/device_mesh.h"
+#include <dtensor/mesh/device_mesh.h>
 
 namespace dtensor::examples {
 

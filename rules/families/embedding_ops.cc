@@ -17,15 +17,14 @@
 // weight's rows each rank computes its rows' gradient alone, laid out like
 // the weight, never the whole [vocab, dim] gradient.
 #include <ATen/ATen.h>
-#include <torch/library.h>
 
-#include "dtensor/base/check.h"
-#include "placements/parse.h"
-#include "placements/partial.h"
-#include "placements/replicate.h"
-#include "rules/propagation.h"
-#include "rules/registration.h"
-#include "rules/roles.h"
+#include <dtensor/base/check.h>
+#include <dtensor/placements/parse.h>
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/registration.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
@@ -112,20 +111,6 @@ std::vector<ShardingRow> embedding_backward_rows(const OpCall& call, int64_t m) 
   return rows;
 }
 
-// On plain tensors, the op is embedding_dense_backward (the weight's
-// placements matter only to DTensors). Boxed: no C++ string type to spell,
-// which differs between libtorch versions.
-void embedding_backward_for_layout(const c10::OperatorHandle&, c10::DispatchKeySet,
-                                   torch::jit::Stack* stack) {
-  constexpr size_t kArguments = 6;
-  const size_t first = stack->size() - kArguments;
-  at::Tensor result = at::embedding_dense_backward(
-      (*stack)[first].toTensor(), (*stack)[first + 1].toTensor(), (*stack)[first + 2].toInt(),
-      (*stack)[first + 3].toInt(), (*stack)[first + 4].toBool());
-  torch::jit::drop(*stack, kArguments);
-  stack->push_back(std::move(result));
-}
-
 // Whether the weight placement `p` splits the rows into blocks each rank can
 // compute the gradient of alone.
 bool splits_rows(const Placement& p) {
@@ -175,45 +160,33 @@ void backward_for_layout_kernel(const c10::OperatorHandle&, torch::jit::Stack& s
 
 }  // namespace
 
-TORCH_LIBRARY(dtensor, m) {
-  m.def(
-      "embedding_backward_for_layout(Tensor grad, Tensor indices, int num_weights, "
-      "int padding_idx, bool scale_grad_by_freq, str weight_placements) -> Tensor");
-}
-
-// Not CompositeExplicitAutograd: that would also take the DTensor key, ahead
-// of the DTensor dispatcher.
-TORCH_LIBRARY_IMPL(dtensor, CPU, m) {
-  m.impl("embedding_backward_for_layout",
-         torch::CppFunction::makeFromBoxedFunction<&embedding_backward_for_layout>());
-}
-TORCH_LIBRARY_IMPL(dtensor, CUDA, m) {
-  m.impl("embedding_backward_for_layout",
-         torch::CppFunction::makeFromBoxedFunction<&embedding_backward_for_layout>());
-}
-
-DTENSOR_REGISTER_RULES(embedding) {
-  OpRule forward;
-  forward.strategy = embedding_rows;
-  forward.local_kernel = embedding_kernel;
+DTENSOR_REGISTER(embedding_strategies) {
+  Strategy forward;
+  forward.rows = embedding_rows;
   forward.output_shapes = [](const OpCall& call) {
     std::vector<int64_t> shape = call.input(1).spec->shape();
     shape.push_back(call.input(0).spec->shape()[1]);
     return std::vector<std::vector<int64_t>>{shape};
   };
-  add_to_existing(registry, {"aten::embedding"}, forward);
-  OpRule backward;
-  backward.strategy = embedding_backward_rows;
+  add_to_existing(strategies(), {"aten::embedding"}, forward);
+  Strategy backward;
+  backward.rows = embedding_backward_rows;
   backward.output_shapes = [](const OpCall& call) {
     return std::vector<std::vector<int64_t>>{
         {call.argument(2).toInt(), call.input(0).spec->shape().back()}};
   };
-  add_to_existing(registry, {"aten::embedding_dense_backward"}, backward);
-  OpRule for_layout;
-  for_layout.strategy = backward_for_layout_rows;
-  for_layout.local_kernel = backward_for_layout_kernel;
+  add_to_existing(strategies(), {"aten::embedding_dense_backward"}, backward);
+  Strategy for_layout;
+  for_layout.rows = backward_for_layout_rows;
   for_layout.output_shapes = backward.output_shapes;
-  registry.add("dtensor::embedding_backward_for_layout", for_layout);
+  // The op is dtensor's own (dtensor/dispatch/operator_library.cc).
+  strategies().add("dtensor::embedding_backward_for_layout", for_layout);
+}
+
+DTENSOR_REGISTER(embedding_kernels) {
+  add_to_existing(local_kernels(), {"aten::embedding"}, LocalKernel(embedding_kernel));
+  local_kernels().add("dtensor::embedding_backward_for_layout",
+                      LocalKernel(backward_for_layout_kernel));
 }
 
 }  // namespace dtensor

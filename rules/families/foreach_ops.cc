@@ -24,8 +24,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
-#include "rules/registry.h"
+#include <dtensor/base/check.h>
+#include <dtensor/base/op_name.h>
+#include <dtensor/rules/decomposition.h>
 
 namespace dtensor {
 namespace {
@@ -161,10 +162,10 @@ size_t list_length(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arg
     if (element.sources[a] == Source::kTensorElement)
       lengths.push_back(arguments[a].toTensor().numel());
   }
-  DTENSOR_CHECK(!lengths.empty(), full_op_name(op.operator_name()),
+  DTENSOR_CHECK(!lengths.empty(), op_name_string(op.operator_name()),
                 ": expected a list argument, found none");
   for (size_t length : lengths) {
-    DTENSOR_CHECK(length == lengths.front(), full_op_name(op.operator_name()),
+    DTENSOR_CHECK(length == lengths.front(), op_name_string(op.operator_name()),
                   ": expected list arguments of one length, found lengths ",
                   absl::StrJoin(lengths, ", "));
   }
@@ -174,7 +175,7 @@ size_t list_length(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arg
 void check_extra_arguments_are_none(const c10::OperatorHandle& op,
                                     c10::ArrayRef<c10::IValue> arguments, size_t used) {
   for (size_t a = used; a < arguments.size(); ++a) {
-    DTENSOR_CHECK(arguments[a].isNone(), full_op_name(op.operator_name()), ": argument \"",
+    DTENSOR_CHECK(arguments[a].isNone(), op_name_string(op.operator_name()), ": argument \"",
                   op.schema().arguments()[a].name(), "\" is not supported on DTensors; expected ",
                   "None, found ", arguments[a].tagKind());
   }
@@ -203,7 +204,7 @@ torch::jit::Stack element_arguments(const ElementOp& element, c10::ArrayRef<c10:
   return stack;
 }
 
-DecompositionFn run_per_element(ElementOp element) {
+Decomposition run_per_element(ElementOp element) {
   return [element = std::move(element)](const c10::OperatorHandle& op, torch::jit::Stack& stack) {
     const size_t num_arguments = op.schema().arguments().size();
     const std::vector<c10::IValue> arguments(stack.end() - num_arguments, stack.end());
@@ -224,17 +225,15 @@ DecompositionFn run_per_element(ElementOp element) {
 
 }  // namespace
 
-DTENSOR_REGISTER_RULES(foreach) {
+DTENSOR_REGISTER(foreach_decompositions) {
   const auto overloads = overloads_by_name();
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind(kForeachPrefix, 0) != 0) continue;
     auto op = c10::Dispatcher::singleton().findOp(name);
     if (!op) continue;
     std::optional<ElementOp> element = find_element_op(*op, overloads);
-    if (!element) continue;  // no rule: calling it raises the usual "no sharding rule" error
-    OpRule rule;
-    rule.decomposition = run_per_element(std::move(*element));
-    registry.add(full_op_name(name), std::move(rule));
+    if (!element) continue;  // none: calling it raises the usual "no sharding rule" error
+    decompositions().add(op_name_string(name), run_per_element(std::move(*element)));
   }
 }
 

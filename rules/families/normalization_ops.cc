@@ -6,19 +6,19 @@
 // on every rank; every other dim passes any split through.
 #include <numeric>
 
-#include "placements/partial.h"
-#include "placements/replicate.h"
-#include "placements/shard.h"
-#include "rules/pointwise.h"
-#include "rules/registration.h"
-#include "rules/roles.h"
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/rules/pointwise.h>
+#include <dtensor/rules/registration.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
 
 // Softmax-like ops: argument `dim_argument` names the normalized dim.
-OpRule softmax_rule(size_t dim_argument) {
-  return pointwise_rule(Linearity::kNone, [dim_argument](const OpCall& call) {
+Strategy softmax_strategy(size_t dim_argument) {
+  return pointwise_strategy(Linearity::kNone, [dim_argument](const OpCall& call) {
     const int64_t ndim = call.input(0).spec->ndim();
     return std::vector<int64_t>{
         normalize_tensor_dim(call.argument(dim_argument).toInt(), std::max<int64_t>(ndim, 1),
@@ -87,33 +87,34 @@ std::vector<std::vector<int64_t>> layer_norm_backward_shapes(const OpCall& call,
   return shapes;
 }
 
-OpRule layer_norm_rule(const LayerNorm& ln) {
-  OpRule rule;
-  rule.strategy = [ln](const OpCall& call, int64_t m) { return layer_norm_rows(call, m, ln); };
+Strategy layer_norm_strategy(const LayerNorm& ln) {
+  Strategy strategy;
+  strategy.rows = [ln](const OpCall& call, int64_t m) { return layer_norm_rows(call, m, ln); };
   const size_t extra = ln.outputs - 1;
   if (ln.backward) {
-    rule.output_shapes = [extra](const OpCall& call) {
+    strategy.output_shapes = [extra](const OpCall& call) {
       return layer_norm_backward_shapes(call, extra);
     };
   } else {
-    rule.output_shapes = [extra](const OpCall& call) { return layer_norm_shapes(call, extra); };
+    strategy.output_shapes = [extra](const OpCall& call) { return layer_norm_shapes(call, extra); };
   }
-  return rule;
+  return strategy;
 }
 
 }  // namespace
 
-DTENSOR_REGISTER_RULES(normalization) {
-  add_to_existing(registry, {"aten::_softmax", "aten::_log_softmax"}, softmax_rule(1));
+DTENSOR_REGISTER(normalization_strategies) {
+  Registry<Strategy>& registry = strategies();
+  add_to_existing(registry, {"aten::_softmax", "aten::_log_softmax"}, softmax_strategy(1));
   add_to_existing(registry,
                   {"aten::_softmax_backward_data", "aten::_log_softmax_backward_data"},
-                  softmax_rule(2));
-  add_to_existing(registry, {"aten::native_layer_norm"}, layer_norm_rule({false, 0, 1}));
-  add_to_existing(registry, {"aten::native_layer_norm_backward"}, layer_norm_rule({true, 1, 2}));
+                  softmax_strategy(2));
+  add_to_existing(registry, {"aten::native_layer_norm"}, layer_norm_strategy({false, 0, 1}));
+  add_to_existing(registry, {"aten::native_layer_norm_backward"}, layer_norm_strategy({true, 1, 2}));
   // (input, normalized_shape, weight?, eps?) -> (out, rstd) and
   // (grad_out, input, normalized_shape, rstd, weight?, mask) -> (grad_input, grad_weight).
-  add_to_existing(registry, {"aten::_fused_rms_norm"}, layer_norm_rule({false, 0, 1, 2}));
-  add_to_existing(registry, {"aten::_fused_rms_norm_backward"}, layer_norm_rule({true, 1, 2, 2}));
+  add_to_existing(registry, {"aten::_fused_rms_norm"}, layer_norm_strategy({false, 0, 1, 2}));
+  add_to_existing(registry, {"aten::_fused_rms_norm_backward"}, layer_norm_strategy({true, 1, 2, 2}));
 }
 
 }  // namespace dtensor

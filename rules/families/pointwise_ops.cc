@@ -2,36 +2,37 @@
 //
 // rules/families/pointwise_ops.cc: the elementwise operators, grouped by how
 // Partial placements pass through them (rules/pointwise.h).
-#include "rules/pointwise.h"
-#include "rules/registration.h"
+#include <dtensor/rules/pointwise.h>
+#include <dtensor/rules/registration.h>
 
 namespace dtensor {
 
-DTENSOR_REGISTER_RULES(pointwise) {
+DTENSOR_REGISTER(pointwise_strategies) {
+  Registry<Strategy>& registry = strategies();
   add_to_existing(registry,
                   {"aten::add.Tensor", "aten::add_.Tensor", "aten::add.out", "aten::sub.Tensor",
                    "aten::sub_.Tensor", "aten::sub.out", "aten::rsub.Tensor", "aten::neg",
                    "aten::neg_", "aten::neg.out"},
-                  pointwise_rule(Linearity::kAdditive));
+                  pointwise_strategy(Linearity::kAdditive));
   add_to_existing(registry,
                   {"aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out", "aten::mul.Scalar",
                    "aten::mul_.Scalar"},
-                  pointwise_rule(Linearity::kMultiplicative));
+                  pointwise_strategy(Linearity::kMultiplicative));
   add_to_existing(registry,
                   {"aten::div.Tensor", "aten::div_.Tensor", "aten::div.out", "aten::div.Scalar",
                    "aten::div_.Scalar"},
-                  pointwise_rule(Linearity::kFirstOperand));
+                  pointwise_strategy(Linearity::kFirstOperand));
   add_to_existing(registry,
                   {"aten::maximum", "aten::maximum.out", "aten::minimum", "aten::minimum.out",
                    "aten::fmax", "aten::fmin"},
-                  pointwise_rule(Linearity::kMaxMin));
+                  pointwise_strategy(Linearity::kMaxMin));
   add_to_existing(registry,
                   {"aten::clone", "aten::detach", "aten::alias", "aten::copy_",
                    "aten::lift_fresh", "aten::positive",
                    // Zeros reduce to zero under every Partial op, so zeroing a
                    // Partial keeps it (optimizers zero Partial gradients).
                    "aten::zero_"},
-                  pointwise_rule(Linearity::kIdentity));
+                  pointwise_strategy(Linearity::kIdentity));
   add_to_existing(
       registry,
       {// Arithmetic that is not linear in a Partial operand.
@@ -71,7 +72,7 @@ DTENSOR_REGISTER_RULES(pointwise) {
        "aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Tensor", "aten::lerp_.Tensor",
        // Fills and casts (a fill of a Partial would multiply the value).
        "aten::fill_.Scalar", "aten::fill_.Tensor", "aten::_to_copy"},
-      pointwise_rule(Linearity::kNone));
+      pointwise_strategy(Linearity::kNone));
 }
 
 }  // namespace dtensor

@@ -10,11 +10,11 @@
 // bool run on replicated inputs so every rank returns the same value.
 #include <numeric>
 
-#include "placements/replicate.h"
-#include "placements/shard.h"
-#include "rules/dim_map.h"
-#include "rules/registration.h"
-#include "rules/roles.h"
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/rules/dim_map.h>
+#include <dtensor/rules/registration.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
@@ -53,13 +53,6 @@ DimMap keep_all_but(const OpCall& call, size_t dim_argument) {
   return map;
 }
 
-// Whether `p` splits tensor dim `dim` (a placement merging k leading dims
-// splits all of them).
-bool splits_dim(const Placement& p, int64_t dim) {
-  const int64_t merged = p.merged_leading_dims();
-  return merged > 0 ? dim < merged : p.split_dim() == dim;
-}
-
 // Whether every input has `ndim` dims and the same sizes on the dims `p` splits.
 bool split_dims_agree(const OpCall& call, const Placement& p, int64_t ndim) {
   const std::vector<int64_t>& shape = call.input(0).spec->shape();
@@ -67,7 +60,7 @@ bool split_dims_agree(const OpCall& call, const Placement& p, int64_t ndim) {
     const std::vector<int64_t>& other = call.input(i).spec->shape();
     if (static_cast<int64_t>(other.size()) != ndim) return false;
     for (int64_t d = 0; d < ndim; ++d) {
-      if (splits_dim(p, d) && other[d] != shape[d]) return false;
+      if (splits_tensor_dim(p, d) && other[d] != shape[d]) return false;
     }
   }
   return true;
@@ -83,7 +76,7 @@ std::vector<ShardingRow> index_along_rows(const OpCall& call, int64_t m) {
   for (size_t i = 0; i < call.num_inputs(); ++i) {
     const PlacementPtr& p = call.placement(i, m);
     const auto split = split_dim_of(*p);
-    if (!split || splits_dim(*p, dim) || !split_dims_agree(call, *p, ndim)) continue;
+    if (!split || splits_tensor_dim(*p, dim) || !split_dims_agree(call, *p, ndim)) continue;
     PlacementPtr moved = move_for_role(*p, RuleRole::kPassThrough, *split);
     if (moved == nullptr) continue;
     rows.push_back({std::vector<PlacementPtr>(call.num_inputs(), moved), {moved}});
@@ -112,23 +105,24 @@ std::vector<ShardingRow> gather_by_index_rows(const OpCall& call, int64_t m) {
 // Ops returning a plain value (a Scalar, a bool) of whole tensors: only the
 // engine's all-Replicate row. No tensor output has a shape to infer (and
 // libtorch 1.13 has no meta kernel for them to infer it from).
-OpRule replicated_only() {
-  OpRule rule;
-  rule.strategy = [](const OpCall&, int64_t) { return std::vector<ShardingRow>{}; };
-  rule.output_shapes = [](const OpCall&) { return std::vector<std::vector<int64_t>>{}; };
-  return rule;
+Strategy replicated_only() {
+  Strategy strategy;
+  strategy.rows = [](const OpCall&, int64_t) { return std::vector<ShardingRow>{}; };
+  strategy.output_shapes = [](const OpCall&) { return std::vector<std::vector<int64_t>>{}; };
+  return strategy;
 }
 
 }  // namespace
 
-DTENSOR_REGISTER_RULES(tensor) {
-  OpRule cat;
-  cat.strategy = [](const OpCall& call, int64_t m) { return join_rows(call, m, false); };
+DTENSOR_REGISTER(tensor_strategies) {
+  Registry<Strategy>& registry = strategies();
+  Strategy cat;
+  cat.rows = [](const OpCall& call, int64_t m) { return join_rows(call, m, false); };
   add_to_existing(registry, {"aten::cat"}, cat);
-  OpRule stack;
-  stack.strategy = [](const OpCall& call, int64_t m) { return join_rows(call, m, true); };
+  Strategy stack;
+  stack.rows = [](const OpCall& call, int64_t m) { return join_rows(call, m, true); };
   add_to_existing(registry, {"aten::stack"}, stack);
-  OpRule index_select = dim_map_rule([](const OpCall& call) { return keep_all_but(call, 1); });
+  Strategy index_select = dim_map_strategy([](const OpCall& call) { return keep_all_but(call, 1); });
   index_select.output_shapes = [](const OpCall& call) {
     std::vector<int64_t> shape = call.input(0).spec->shape();
     if (!shape.empty()) {
@@ -138,11 +132,11 @@ DTENSOR_REGISTER_RULES(tensor) {
     return std::vector<std::vector<int64_t>>{shape};
   };
   add_to_existing(registry, {"aten::index_select"}, index_select);
-  OpRule gather;
-  gather.strategy = gather_by_index_rows;
+  Strategy gather;
+  gather.rows = gather_by_index_rows;
   add_to_existing(registry, {"aten::gather"}, gather);
-  OpRule scatter;
-  scatter.strategy = index_along_rows;
+  Strategy scatter;
+  scatter.rows = index_along_rows;
   add_to_existing(registry,
                   {"aten::scatter.src", "aten::scatter_.src", "aten::scatter.value",
                    "aten::scatter_.value", "aten::scatter.reduce", "aten::scatter_.reduce",

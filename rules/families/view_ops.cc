@@ -5,10 +5,10 @@
 // these in libtorch.
 #include <numeric>
 
-#include "placements/shard.h"
-#include "rules/dim_map.h"
-#include "rules/propagation.h"
-#include "rules/registration.h"
+#include <dtensor/placements/shard.h>
+#include <dtensor/rules/dim_map.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/registration.h>
 
 namespace dtensor {
 namespace {
@@ -117,15 +117,11 @@ std::vector<int64_t> squeezed_dims(const OpCall& call) {
   return dims;
 }
 
-OpRule squeeze_rule(bool in_place) {
-  OpRule rule = dim_map_rule(squeeze_map);
-  rule.strategy = [rows = rule.strategy](const OpCall& call, int64_t m) {
-    std::vector<ShardingRow> out = rows(call, m);
-    out.push_back(replicate_row(call));  // a custom kernel runs only its own rows
-    return out;
-  };
-  rule.local_kernel = [in_place](const c10::OperatorHandle&, torch::jit::Stack& stack,
-                                 const LocalContext& context) {
+// The shard loses the dims of global size 1 (it may be 1 long where the
+// global dim is not).
+LocalKernel squeeze_kernel(bool in_place) {
+  return [in_place](const c10::OperatorHandle&, torch::jit::Stack& stack,
+                    const LocalContext& context) {
     at::Tensor local = stack[0].toTensor();
     for (int64_t d : squeezed_dims(context.call)) {
       local = in_place ? local.squeeze_(d) : local.squeeze(d);
@@ -133,38 +129,47 @@ OpRule squeeze_rule(bool in_place) {
     torch::jit::drop(stack, stack.size());
     stack.push_back(in_place ? local : local.alias());
   };
-  rule.updates_layout_in_place = in_place;
-  return rule;
 }
 
-OpRule in_place_view(OpRule rule) {
-  rule.updates_layout_in_place = true;
-  return rule;
+Strategy in_place_view(Strategy strategy) {
+  strategy.updates_layout_in_place = true;
+  return strategy;
 }
 
 }  // namespace
 
-DTENSOR_REGISTER_RULES(view) {
+DTENSOR_REGISTER(view_strategies) {
+  Registry<Strategy>& registry = strategies();
   add_to_existing(registry, {"aten::view", "aten::_unsafe_view", "aten::_reshape_alias"},
-                  reshape_rule());
-  add_to_existing(registry, {"aten::t", "aten::transpose.int"}, dim_map_rule(transpose_map));
-  add_to_existing(registry, {"aten::permute"}, dim_map_rule(permute_map));
-  add_to_existing(registry, {"aten::unsqueeze"}, dim_map_rule(unsqueeze_map));
-  add_to_existing(registry, {"aten::squeeze", "aten::squeeze.dim"}, squeeze_rule(false));
-  add_to_existing(registry, {"aten::squeeze_", "aten::squeeze_.dim"}, squeeze_rule(true));
+                  reshape_strategy());
+  add_to_existing(registry, {"aten::t", "aten::transpose.int"}, dim_map_strategy(transpose_map));
+  add_to_existing(registry, {"aten::permute"}, dim_map_strategy(permute_map));
+  add_to_existing(registry, {"aten::unsqueeze"}, dim_map_strategy(unsqueeze_map));
+  add_to_existing(registry, {"aten::squeeze", "aten::squeeze.dim"}, dim_map_strategy(squeeze_map));
+  add_to_existing(registry, {"aten::squeeze_", "aten::squeeze_.dim"},
+                  in_place_view(dim_map_strategy(squeeze_map)));
   add_to_existing(registry, {"aten::t_", "aten::transpose_"},
-                  in_place_view(dim_map_rule(transpose_map)));
-  add_to_existing(registry, {"aten::unsqueeze_"}, in_place_view(dim_map_rule(unsqueeze_map)));
-  add_to_existing(registry, {"aten::expand"}, dim_map_rule(expand_map, /*size_argument=*/1));
-  add_to_existing(registry, {"aten::slice.Tensor"}, dim_map_rule(slice_map));
+                  in_place_view(dim_map_strategy(transpose_map)));
+  add_to_existing(registry, {"aten::unsqueeze_"}, in_place_view(dim_map_strategy(unsqueeze_map)));
+  add_to_existing(registry, {"aten::expand"}, dim_map_strategy(expand_map));
+  add_to_existing(registry, {"aten::slice.Tensor"}, dim_map_strategy(slice_map));
   add_to_existing(registry, {"aten::select.int", "aten::unbind.int"},
-                  dim_map_rule([](const OpCall& call) {
+                  dim_map_strategy([](const OpCall& call) {
                     return without_dim(input_ndim(call), dim_argument(call, 1, input_ndim(call)));
                   }));
   add_to_existing(registry, {"aten::split.Tensor", "aten::split_with_sizes"},
-                  dim_map_rule([](const OpCall& call) {
+                  dim_map_strategy([](const OpCall& call) {
                     return cutting_dim(input_ndim(call), dim_argument(call, 2, input_ndim(call)));
                   }));
+}
+
+DTENSOR_REGISTER(view_kernels) {
+  Registry<LocalKernel>& registry = local_kernels();
+  add_to_existing(registry, {"aten::view", "aten::_unsafe_view", "aten::_reshape_alias"},
+                  LocalKernel(reshape_kernel));
+  add_to_existing(registry, {"aten::squeeze", "aten::squeeze.dim"}, squeeze_kernel(false));
+  add_to_existing(registry, {"aten::squeeze_", "aten::squeeze_.dim"}, squeeze_kernel(true));
+  add_to_existing(registry, {"aten::expand"}, sized_view_kernel(/*size_argument=*/1));
 }
 
 }  // namespace dtensor

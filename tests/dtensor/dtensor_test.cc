@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/dtensor.h"
+#include <dtensor/dtensor.h>
 
 #include <atomic>
 #include <memory>
@@ -12,11 +12,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/factories.h"
-#include "dtensor/spec.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/factories.h>
+#include <dtensor/placements/spec.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 
@@ -66,7 +66,7 @@ void check_distribute(const at::Tensor& global, const DeviceMesh& mesh, const st
 }
 
 TEST(DTensorTest, DistributeOneDimMeshUneven) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor global = make_global({5, 3});
     for (const char* text : {"R", "S(0)", "S(1)", "S(-1)", "S(-2)", "P(sum)", "P(max)", "P(min)",
@@ -166,7 +166,7 @@ TEST(DTensorTest, DistributeRaggedMergedDims) {
 }
 
 TEST(DTensorTest, DistributeFromSourceRank) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor global = make_global({5, 3});
     at::Tensor garbage = at::full({5, 3}, -99.0f);
@@ -177,7 +177,7 @@ TEST(DTensorTest, DistributeFromSourceRank) {
       }
     }
   });
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     at::Tensor global = make_global({7, 5});
     at::Tensor garbage = at::full({7, 5}, -7.0f);
@@ -201,7 +201,7 @@ TEST(DTensorTest, DistributeZeroDim) {
 }
 
 TEST(DTensorTest, DistributeDtypes) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     for (at::ScalarType dtype : {at::kBFloat16, at::kLong, at::kDouble, at::kInt}) {
       at::Tensor global = make_global({5, 6}, dtype);
@@ -219,7 +219,7 @@ TEST(DTensorTest, DistributeDtypes) {
 }
 
 TEST(DTensorTest, DistributeNonContiguousInput) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor transposed = make_global({5, 6}).t();  // [6, 5], not contiguous
     ASSERT_FALSE(transposed.is_contiguous());
@@ -279,7 +279,7 @@ TEST(DTensorTest, FromLocalInfersUnevenShardShape) {
 }
 
 TEST(DTensorTest, FromLocalInfersTwoDimMeshShape) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     at::Tensor global = make_global({7, 5});
     auto placements = parse_placements("S(0),S(1)");
@@ -290,7 +290,7 @@ TEST(DTensorTest, FromLocalInfersTwoDimMeshShape) {
 }
 
 TEST(DTensorTest, FromLocalExplicitShape) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor global = make_global({5, 3});
     auto placements = parse_placements("S(0)");
@@ -385,7 +385,7 @@ TEST(DTensorTest, FromLocalRunCheckRejectsDtypeDisagreement) {
 }
 
 TEST(DTensorTest, FromLocalRejectsBadPlacements) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor local = at::ones({2, 3});
     DTENSOR_EXPECT_ERROR(from_local(local, mesh, parse_placements("S(0),R")),
@@ -404,21 +404,21 @@ TEST(DTensorTest, FromLocalRejectsBadPlacements) {
 
 TEST(DTensorTest, FromLocalRejectsWrongLocalShapeForGivenShape) {
   // Global [12, 3] over 4 ranks wants 3 rows each; every rank gives 2.
-  auto [errors, message] = count_errors({4}, [](int rank, const DeviceMesh& mesh) {
+  auto [errors, message] = count_errors({4}, [](int /*rank*/, const DeviceMesh& mesh) {
     FromLocalOptions options;
     options.shape = Shape{12, 3};
     from_local(at::ones({2, 3}), mesh, parse_placements("S(0)"), options);
   });
   EXPECT_EQ(errors, 4) << message;
   // Trailing dims that disagree with the given shape.
-  auto [errors2, message2] = count_errors({4}, [](int rank, const DeviceMesh& mesh) {
+  auto [errors2, message2] = count_errors({4}, [](int /*rank*/, const DeviceMesh& mesh) {
     FromLocalOptions options;
     options.shape = Shape{8, 4};
     from_local(at::ones({2, 3}), mesh, parse_placements("S(0)"), options);
   });
   EXPECT_EQ(errors2, 4) << message2;
   // A stride that is not the row-major one of the shape.
-  auto [errors3, message3] = count_errors({4}, [](int rank, const DeviceMesh& mesh) {
+  auto [errors3, message3] = count_errors({4}, [](int /*rank*/, const DeviceMesh& mesh) {
     FromLocalOptions options;
     options.shape = Shape{8, 3};
     options.stride = Shape{1, 8};
@@ -527,7 +527,7 @@ TEST(DTensorTest, ConstructorRejectsWrongLocal) {
 }
 
 TEST(DTensorTest, SpecBasics) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     DTensorSpec spec(mesh, parse_placements("S(0),R"), Shape{8, 6}, at::kFloat);
     EXPECT_EQ(spec.stride(), (Shape{6, 1}));
@@ -544,7 +544,7 @@ TEST(DTensorTest, SpecBasics) {
 
 TEST(DTensorTest, SpecRejectsRaggedMergingDifferentDims) {
   // Both orders: Ragged placements must all merge the same leading dims.
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     DTENSOR_EXPECT_ERROR(
         DTensorSpec(mesh, parse_placements("RG(dims=2,units=[1,1]),RG(dims=1,units=[1,1])"),
@@ -565,7 +565,7 @@ TEST(DTensorTest, SpecRejectsRaggedMergingDifferentDims) {
 // Partial targets
 
 TEST(DTensorTest, RedistributeRefusesPartialTarget) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor global = make_global({5, 3});
     DTensor rep = distribute_tensor(global, mesh, parse_placements("R"));
@@ -580,7 +580,7 @@ TEST(DTensorTest, RedistributeRefusesPartialTarget) {
     EXPECT_TRUE(at::equal(same.to_local(), sum.to_local()));
     EXPECT_TRUE(at::equal(same.full_tensor(), global));
   });
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     at::Tensor global = make_global({4, 3});
     DTensor dt = distribute_tensor(global, mesh, parse_placements("P(sum),R"));

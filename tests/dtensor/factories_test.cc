@@ -1,12 +1,12 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/factories.h"
+#include <dtensor/factories.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 
 namespace dtensor {
@@ -53,7 +53,7 @@ TEST(FactoriesTest, RandomValuesMatchSingleDeviceForEveryLayout) {
   const at::Tensor normal = at::randn({9, 6}, generator);
   run_ranks(4, [&](int) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
-    for (const std::string& layout :
+    for (const char* layout :
          {"R,R", "S(0),S(1)", "SS(0,2),S(0)", "S(1),RG(dims=1,units=[0,1])"}) {
       SCOPED_TRACE(layout);
       DTensor u = rand({9, 6}, mesh, parse_placements(layout), 1234);

@@ -18,13 +18,13 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/collective_counter.h"
-#include "dtensor/spec.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/placements/spec.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/default_paths_communicator.h"
 #include "tests/support/redistribute_cases.h"
 

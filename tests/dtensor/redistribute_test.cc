@@ -14,15 +14,15 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/collective_counter.h"
-#include "dtensor/redistribute/index_exchange.h"
-#include "dtensor/redistribute/planner.h"
-#include "dtensor/redistribute/transition.h"
-#include "dtensor/spec.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/redistribute/index_exchange.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/redistribute/transition.h>
+#include <dtensor/placements/spec.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 
@@ -164,14 +164,14 @@ std::vector<Case> one_dim_cases() {
 }
 
 TEST(RedistributeTest, SingleMeshDimTransitionsUneven) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     for (const Case& c : one_dim_cases()) run_case(c, make_global({7, 5}), mesh);
   });
 }
 
 TEST(RedistributeTest, SingleMeshDimTransitionsEven) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     for (const Case& c : one_dim_cases()) run_case(c, make_global({8, 4}), mesh);
   });
@@ -179,7 +179,7 @@ TEST(RedistributeTest, SingleMeshDimTransitionsEven) {
 
 TEST(RedistributeTest, SingleMeshDimTransitionsTinyAndEmpty) {
   // Values only: with empty pieces an implementation may skip collectives.
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     for (const Case& c : one_dim_cases()) {
       run_case(c, make_global({3, 1}), mesh, /*check_count=*/false);
@@ -190,7 +190,7 @@ TEST(RedistributeTest, SingleMeshDimTransitionsTinyAndEmpty) {
 }
 
 TEST(RedistributeTest, SingleMeshDimTransitionsOtherDtypes) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     for (at::ScalarType dtype : {at::kBFloat16, at::kLong}) {
       for (const Case& c : one_dim_cases()) run_case(c, make_global({7, 5}, dtype), mesh);
@@ -199,7 +199,7 @@ TEST(RedistributeTest, SingleMeshDimTransitionsOtherDtypes) {
 }
 
 TEST(RedistributeTest, ThreeDimTensorAndMergedRagged) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     const std::string rg2 = "RG(dims=2,units=[2,1,0,1])";
     const std::vector<Case> cases = {
@@ -219,7 +219,7 @@ TEST(RedistributeTest, ThreeDimTensorAndMergedRagged) {
 }
 
 TEST(RedistributeTest, ScalarTensor) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor scalar = at::scalar_tensor(5.0, at::kFloat);
     run_case({"P(sum)", "R", 1, {"all_reduce"}}, scalar, mesh);
@@ -265,7 +265,7 @@ std::string run_nd(const std::string& from, const std::string& to, const Shape& 
 }
 
 TEST(RedistributeTest, TwoDimMeshIssueCases) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     for (const Shape& shape : {Shape{7, 5}, Shape{8, 8}, Shape{3, 9}}) {
       run_nd("S(0),S(1)", "S(0),S(0)", shape, mesh, 1, /*exact=*/true);
@@ -282,7 +282,7 @@ TEST(RedistributeTest, TwoDimMeshIssueCases) {
 }
 
 TEST(RedistributeTest, ThreeDimMeshIssueCase) {
-  run_ranks(8, [](int rank) {
+  run_ranks(8, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2, 2});
     for (const Shape& shape : {Shape{8, 8}, Shape{9, 10}, Shape{5, 3}}) {
       run_nd("S(0),S(0),S(0)", "S(1),S(1),S(1)", shape, mesh, 3, /*exact=*/false);
@@ -296,7 +296,7 @@ TEST(RedistributeTest, ThreeDimMeshIssueCase) {
 // holds the same elements either way (and a Partial of one term is the value).
 TEST(RedistributeTest, SingleRankMeshDimsChangeWithoutCollectives) {
   if (single_rank_groups_communicate()) GTEST_SKIP() << "DTENSOR_SINGLE_RANK_COLLECTIVES=1";
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {1, 4});
     for (const Shape& shape : {Shape{7, 5}, Shape{2, 9}}) {
       run_nd("S(0),S(1)", "R,S(1)", shape, mesh, 0, /*exact=*/true);
@@ -305,7 +305,7 @@ TEST(RedistributeTest, SingleRankMeshDimsChangeWithoutCollectives) {
       run_nd("S(0),S(0)", "R,S(1)", shape, mesh, 1, /*exact=*/true);
     }
   });
-  run_ranks(1, [](int rank) {
+  run_ranks(1, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {1});
     run_nd("S(0)", "S(1)", Shape{7, 5}, mesh, 0, /*exact=*/true);
     run_nd("S(1)", "R", Shape{7, 5}, mesh, 0, /*exact=*/true);
@@ -317,13 +317,13 @@ TEST(RedistributeTest, SingleRankMeshDimsChangeWithoutCollectives) {
 // would on more ranks, with the same results.
 TEST(RedistributeTest, SingleRankGroupsCommunicateWhenAsked) {
   if (!single_rank_groups_communicate()) GTEST_SKIP() << "needs DTENSOR_SINGLE_RANK_COLLECTIVES=1";
-  run_ranks(1, [](int rank) {
+  run_ranks(1, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {1});
     EXPECT_EQ(run_nd("S(0)", "S(1)", Shape{7, 5}, mesh, 1, true), "{ all_to_all_v:1 }");
     EXPECT_EQ(run_nd("S(1)", "R", Shape{7, 5}, mesh, 1, true), "{ all_gather_v:1 }");
     EXPECT_EQ(run_nd("P(sum)", "R", Shape{7, 5}, mesh, 1, true), "{ all_reduce:1 }");
   });
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {1, 4});
     EXPECT_EQ(run_nd("S(0),S(1)", "R,S(1)", Shape{7, 5}, mesh, 1, true), "{ all_gather_v:1 }");
   });
@@ -334,7 +334,7 @@ TEST(RedistributeTest, SingleRankGroupsCommunicateWhenAsked) {
 // one collective inside the dp groups (the planner checks that every group
 // holds what it needs, since a later mesh dim splits the same tensor dim).
 TEST(RedistributeTest, FsdpOverTpStepsStayInsideTheDpGroups) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     run_nd("SS(0,2),S(0)", "R,S(0)", Shape{8, 4}, mesh, 1, /*exact=*/true);
     run_nd("P(sum),S(0)", "SS(0,2),S(0)", Shape{8, 4}, mesh, 1, /*exact=*/true);
@@ -436,7 +436,7 @@ TEST(RedistributeTest, CrossStepsExchangeInsideOneMeshDim) {
 }
 
 TEST(RedistributeTest, StridedShardOverShardToReplicate) {
-  run_ranks(8, [](int rank) {
+  run_ranks(8, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4, 2});
     for (const Shape& shape : {Shape{18, 2}, Shape{15, 5}}) {
       run_nd("SS(0,2),S(0)", "R,R", shape, mesh, 2, /*exact=*/false);
@@ -451,7 +451,7 @@ TEST(RedistributeTest, StridedShardOverShardToReplicate) {
 // Plans
 
 TEST(RedistributeTest, PlanPrintsEachStepsCollective) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     // Large: a small one is gathered by one exchange over the whole mesh.
     DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{1024, 1024}, at::kFloat);
@@ -497,7 +497,7 @@ TEST(RedistributeTest, PlanPrintsEachStepsCollective) {
 }
 
 TEST(RedistributeTest, PlansAreCached) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{7, 5}, at::kFloat);
     DTensorSpec target = source.with_placements(parse_placements("S(1),S(0)"));
@@ -519,7 +519,7 @@ TEST(RedistributeTest, PlansAreCached) {
 // second and third executions must give what the first did, and neither may
 // touch the source or share memory with it.
 TEST(RedistributeTest, RepeatedExecutionsKeepSourceAndResultApart) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     const at::Tensor global = make_global({9, 6});
     for (const char* from : {"R", "S(0)", "S(1)", "P(sum)", "RG(dims=1,units=[1,2,3,4])"}) {
@@ -561,7 +561,7 @@ TEST(RedistributeTest, AsyncOpOnStreamlessBackendsCompletesInTheCall) {
 }
 
 TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     at::Tensor global = make_global({7, 5});
     DTensor source = distribute_tensor(global, mesh, parse_placements("S(0),S(1)"));
@@ -574,7 +574,7 @@ TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
 }
 
 TEST(RedistributeTest, PartialTargetsRefusedPubliclyButPlannable) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor global = make_global({5, 3});
     DTensor dt = distribute_tensor(global, mesh, parse_placements("S(0)"));

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dtensor.h"
+#include <dtensor/dtensor.h>
 #include "examples/fsdp_tp/fsdp_tp.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 
 namespace dtensor {
 namespace {

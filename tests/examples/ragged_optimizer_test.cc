@@ -12,8 +12,8 @@
 
 #include "examples/ragged_optimizer/newton_schulz.h"
 #include "examples/ragged_optimizer/ragged_optimizer.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 
 namespace dtensor {
 namespace {

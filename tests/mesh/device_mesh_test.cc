@@ -1,11 +1,11 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/device_mesh.h"
+#include <dtensor/mesh/device_mesh.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "absl/hash/hash.h"
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/local_communicator.h>
 #include "tests/support/expect_error.h"
 
 namespace dtensor {
@@ -49,7 +49,7 @@ TEST(DeviceMeshTest, TwoByFourLayout) {
 }
 
 TEST(DeviceMeshTest, TwoByTwoByTwoGroups) {
-  run_ranks(8, [](int rank) {
+  run_ranks(8, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2, 2}, {"a", "b", "c"});
     EXPECT_EQ(mesh.groups(2), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
     EXPECT_EQ(mesh.groups(1), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
@@ -111,7 +111,7 @@ TEST(DeviceMeshTest, FlattenCreatesOneCachedCommunicator) {
 }
 
 TEST(DeviceMeshTest, UnflattenSplitsADim) {
-  run_ranks(8, [](int rank) {
+  run_ranks(8, [](int /*rank*/) {
     DeviceMesh flat = init_device_mesh("local", {8}, {"world"});
     DeviceMesh mesh = flat.unflatten(0, {2, 4}, {"dp", "tp"});
     EXPECT_EQ(mesh, init_device_mesh("local", {2, 4}, {"dp", "tp"}));

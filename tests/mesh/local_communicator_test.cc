@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/local_communicator.h>
 
 #include <atomic>
 #include <chrono>

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "mesh/reduce_op.h"
+#include <dtensor/mesh/reduce_op.h>
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // right (wrapping user communicators, split, dtypes MPI lacks, MPI errors),
 // plus the shared collective cases. Runs on every rank under mpirun; each
 // test makes the same collective calls on every rank.
-#include "mesh/mpi_communicator.h"
+#include <dtensor/mesh/mpi_communicator.h>
 
 #include <cmath>
 #include <functional>
@@ -17,7 +17,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 #include "tests/support/collective_cases.h"
 #include "tests/support/expect_error.h"
 

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "mesh/mpi_communicator.h"
+#include <dtensor/mesh/mpi_communicator.h>
 
 namespace {
 

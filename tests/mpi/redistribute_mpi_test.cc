@@ -5,10 +5,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/dtensor.h"
-#include "mesh/communicator.h"
-#include "mesh/device_mesh.h"
-#include "placements/placements.h"
+#include <dtensor/dtensor.h>
+#include <dtensor/mesh/communicator.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/redistribute_cases.h"
 
 namespace dtensor {
@@ -27,7 +27,9 @@ TEST(MpiRedistributeTest, RandomCasesRoundTrip) {
     testing::run_random_redistribute_cases(mesh, 120, seed++, totals);
     for (const std::string& message : totals.messages) ADD_FAILURE() << message;
     EXPECT_EQ(totals.failures, 0);
-    if (make_world_communicator("mpi")->rank() == 0) EXPECT_GE(totals.cases, 80);
+    if (make_world_communicator("mpi")->rank() == 0) {
+      EXPECT_GE(totals.cases, 80);
+    }
   }
 }
 

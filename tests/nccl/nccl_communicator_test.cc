@@ -6,7 +6,7 @@
 // Without a CUDA device every test skips. On a machine with fewer GPUs than
 // ranks the ranks share GPUs through distinct NCCL_HOSTIDs (see
 // nccl_communicator.h): correct and slow, which is all these tests need.
-#include "mesh/nccl_communicator.h"
+#include <dtensor/mesh/nccl_communicator.h>
 
 #include <chrono>
 #include <memory>

@@ -12,15 +12,15 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/dtensor.h"
-#include "dtensor/random.h"
+#include <dtensor/dtensor.h>
+#include <dtensor/core/random.h>
 #include "tests/nccl/cuda_device.h"
 #ifndef DTENSOR_NO_TP_MLP
 #include "tests/support/tp_mlp_expectations.h"
 #endif
-#include "mesh/communicator.h"
-#include "mesh/device_mesh.h"
-#include "placements/placements.h"
+#include <dtensor/mesh/communicator.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/redistribute_cases.h"
 
 #if DTENSOR_TORCH_HAS_CUDA

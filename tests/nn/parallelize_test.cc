@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/dtensor.h"
-#include "dtensor/nn/parallelize.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/dtensor.h>
+#include <dtensor/nn/parallelize.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 
 namespace dtensor::nn {

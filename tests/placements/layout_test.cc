@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/layout.h"
+#include <dtensor/placements/layout.h>
 
 #include <limits>
 #include <random>
@@ -7,7 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "placements/placements.h"
+#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 
 namespace dtensor {

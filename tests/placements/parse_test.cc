@@ -1,11 +1,11 @@
 // Copyright 2026 The dtensor Authors.
-#include "placements/parse.h"
+#include <dtensor/placements/parse.h>
 
 #include <limits>
 
 #include <gtest/gtest.h>
 
-#include "placements/placements.h"
+#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 
 namespace dtensor {

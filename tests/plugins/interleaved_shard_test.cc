@@ -16,16 +16,16 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/debug/rule_verifier.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/collective_counter.h"
-#include "dtensor/redistribute/planner.h"
-#include "dtensor/spec.h"
+#include <dtensor/tools/rule_verifier.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/placements/spec.h>
 #include "interleaved_shard.h"
 #include "merged_qkv.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 
@@ -287,7 +287,7 @@ std::vector<Move> one_dim_moves() {
 }
 
 void check_redistribute_1d(int64_t n) {
-  run_ranks(static_cast<int>(n), [n](int rank) {
+  run_ranks(static_cast<int>(n), [n](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {n});
     for (const Shape& shape : {Shape{12, 4}, Shape{15, 7}, Shape{6, 5}}) {
       for (const Move& m : one_dim_moves()) run_move(m, make_global(shape), mesh, /*exact=*/true);
@@ -299,7 +299,7 @@ TEST(InterleavedShardTest, RedistributeTwoRanks) { check_redistribute_1d(2); }
 TEST(InterleavedShardTest, RedistributeFourRanks) { check_redistribute_1d(4); }
 
 TEST(InterleavedShardTest, RedistributeTwoDimMesh) {
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     for (const Shape& shape : {Shape{12, 4}, Shape{12, 5}}) {
       const at::Tensor global = make_global(shape);
@@ -425,7 +425,7 @@ TEST(InterleavedShardTest, MergedQkvProjectionWithTokensSplitOverDp) {
 }
 
 TEST(InterleavedShardTest, SplitsOtherThanTheBlocksStayCorrect) {
-  run_ranks(2, [](int rank) {
+  run_ranks(2, [](int /*rank*/) {
     const QkvCase expected;
     const at::Tensor merged_expected = at::linear(expected.x, expected.w_qkv);
     const DeviceMesh mesh = init_device_mesh("local", {2}, {"tp"});
@@ -475,7 +475,7 @@ TEST(InterleavedShardTest, SizeNotDivisibleByInterleave) {
   // Layout alone.
   DTENSOR_EXPECT_ERROR(compute_local_layout({10, 4}, {2}, {0}, {InterleavedShard::make(0, 3)}),
                        "IS(0,3): tensor dim 0 has size 10, which is not divisible by interleave 3");
-  run_ranks(2, [](int rank) {
+  run_ranks(2, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2});
     const at::Tensor global = make_global({10, 4});
     DTENSOR_EXPECT_ERROR(distribute_tensor(global, mesh, parse_placements("IS(0,3)")),
@@ -488,7 +488,7 @@ TEST(InterleavedShardTest, SizeNotDivisibleByInterleave) {
                          "not divisible by interleave 3");
   });
   // Nested: the size checked is the piece this mesh dim splits (8 / 2 = 4).
-  run_ranks(4, [](int rank) {
+  run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     DTENSOR_EXPECT_ERROR(
         distribute_tensor(make_global({8, 3}), mesh, parse_placements("S(0),IS(0,3)")),

@@ -5,11 +5,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/base/compat.h"
-#include "dtensor/dtensor.h"
+#include <dtensor/base/compat.h>
+#include <dtensor/dtensor.h>
 #include "examples/tp_mlp/tp_mlp.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/tp_mlp_expectations.h"
 
 namespace dtensor {

@@ -11,14 +11,14 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/dispatch/dispatch.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/tensor_impl.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
-#include "rules/registry.h"
-#include "rules/rule.h"
+#include <dtensor/dispatch/dispatch.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/core/tensor_impl.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
+#include <dtensor/rules/local_kernel.h>
+#include <dtensor/rules/strategy.h>
 #include "tests/rules/rules_test_util.h"
 #include "tests/support/expect_error.h"
 
@@ -156,8 +156,8 @@ TEST(DispatchTest, ImplicitReplicationAdmitsPlainTensors) {
 // Ops without a rule, the replicate fallback, strict mode
 
 TEST(DispatchTest, OpWithoutRuleNamesOpAndPlacements) {
-  ASSERT_EQ(RuleRegistry::global().find(c10::OperatorName("aten::cumsum", "")), nullptr)
-      << "aten::cumsum has a rule now: pick another op without one for this test";
+  ASSERT_EQ(strategies().find("aten::cumsum"), nullptr)
+      << "aten::cumsum has a strategy now: pick another op without one for this test";
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     at::Tensor a = iota({5, 3});
@@ -166,6 +166,7 @@ TEST(DispatchTest, OpWithoutRuleNamesOpAndPlacements) {
     EXPECT_CONTAINS(message, "no sharding rule");
     EXPECT_CONTAINS(message, "aten::cumsum");
     EXPECT_CONTAINS(message, "S(0)");
+    EXPECT_CONTAINS(message, "dtensor::strategies().add(\"aten::cumsum\", strategy)");
     EXPECT_CONTAINS(message, "ScopedReplicateFallback");
   });
 }
@@ -388,28 +389,37 @@ TEST(DispatchTest, CacheSeparatesShapesAndArguments) {
 // ---------------------------------------------------------------------------
 // Changing the registry at run time
 
-// Restores the rules of `op_name` when it goes out of scope.
-class RestoreRules {
+// Restores what `registry` holds under `key` when it goes out of scope.
+template <typename Value>
+class Restore {
  public:
-  explicit RestoreRules(std::string op_name, std::string overload = "")
-      : op_name_(overload.empty() ? op_name : op_name + "." + overload),
-        saved_(RuleRegistry::global().find(c10::OperatorName(op_name, overload))) {}
-  ~RestoreRules() {
-    RuleRegistry::global().clear(op_name_);
+  Restore(Registry<Value>& registry, std::string key)
+      : registry_(registry), key_(std::move(key)), saved_(registry.find(key_)) {}
+  ~Restore() {
+    registry_.remove(key_);
     if (saved_ == nullptr) return;
-    for (const OpRule& rule : *saved_) RuleRegistry::global().add(op_name_, rule);
+    for (const Value& value : *saved_) registry_.add(key_, value);
   }
 
  private:
-  std::string op_name_;
-  std::shared_ptr<const std::vector<OpRule>> saved_;
+  Registry<Value>& registry_;
+  std::string key_;
+  std::shared_ptr<const std::vector<Value>> saved_;
+};
+
+// Restores the strategies and the local kernel of `op_name`.
+struct RestoreRules {
+  explicit RestoreRules(const std::string& op_name)
+      : strategies_(strategies(), op_name), kernel_(local_kernels(), op_name) {}
+  Restore<Strategy> strategies_;
+  Restore<LocalKernel> kernel_;
 };
 
 // neg(max of terms) = min of the negated terms: a true rule that the built-in
 // (additive) rule of neg does not offer.
-OpRule neg_swaps_max_and_min() {
-  OpRule rule;
-  rule.strategy = [](const OpCall& call, int64_t m) {
+Strategy neg_swaps_max_and_min() {
+  Strategy strategy;
+  strategy.rows = [](const OpCall& call, int64_t m) {
     std::vector<ShardingRow> rows;
     const PlacementPtr& p = call.placement(0, m);
     if (p->partial_op() == ReduceOp::kMax) {
@@ -420,7 +430,7 @@ OpRule neg_swaps_max_and_min() {
     rows.push_back({{Replicate::make()}, {Replicate::make()}});
     return rows;
   };
-  return rule;
+  return strategy;
 }
 
 // Partial(max) terms of `global`: rank r holds global - 10 r.
@@ -438,7 +448,7 @@ TEST(DispatchTest, AddedRuleJoinsTheBuiltInStrategies) {
     // Before: neg of a Partial(max) needs a reduction.
     DTENSOR_EXPECT_ERROR(at::neg(partial_max_terms(a, mesh)), "strict mode");
   });
-  RuleRegistry::global().add("aten::neg", neg_swaps_max_and_min());
+  strategies().add("aten::neg", neg_swaps_max_and_min());
   run_ranks(4, [&](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     ScopedStrictMode strict;
@@ -453,7 +463,7 @@ TEST(DispatchTest, OverriddenRuleReplacesTheBuiltInStrategies) {
   const at::Tensor a = signed_iota({5, 3});
   {
     RestoreRules restore("aten::neg");
-    RuleRegistry::global().override_rule("aten::neg", neg_swaps_max_and_min());
+    strategies().override("aten::neg", neg_swaps_max_and_min());
     run_ranks(4, [&](int) {
       DeviceMesh mesh = init_device_mesh("local", {4});
       EXPECT_DT(at::neg(partial_max_terms(a, mesh)), -a, "P(min)");
@@ -475,9 +485,9 @@ TEST(DispatchTest, OverriddenRuleReplacesTheBuiltInStrategies) {
 }
 
 // cumsum along `dim` passes a split of any other dim.
-OpRule cumsum_rule() {
-  OpRule rule;
-  rule.strategy = [](const OpCall& call, int64_t m) {
+Strategy cumsum_strategy() {
+  Strategy strategy;
+  strategy.rows = [](const OpCall& call, int64_t m) {
     const int64_t ndim = call.input(0).spec->ndim();
     int64_t dim = call.argument(1).toInt();
     if (dim < 0) dim += ndim;
@@ -490,14 +500,14 @@ OpRule cumsum_rule() {
     rows.push_back({{Replicate::make()}, {Replicate::make()}});
     return rows;
   };
-  rule.output_shapes = [](const OpCall& call) {
+  strategy.output_shapes = [](const OpCall& call) {
     return std::vector<std::vector<int64_t>>{call.input(0).spec->shape()};
   };
-  return rule;
+  return strategy;
 }
 
 TEST(DispatchTest, RuleForAnOpWithoutOneMakesItWork) {
-  ASSERT_EQ(RuleRegistry::global().find(c10::OperatorName("aten::cumsum", "")), nullptr);
+  ASSERT_EQ(strategies().find("aten::cumsum"), nullptr);
   const at::Tensor a = iota({5, 7});
   // The fallback result of a first call must not outlive the registration.
   run_ranks(4, [&](int) {
@@ -507,7 +517,7 @@ TEST(DispatchTest, RuleForAnOpWithoutOneMakesItWork) {
   });
   {
     RestoreRules restore("aten::cumsum");
-    RuleRegistry::global().add("aten::cumsum", cumsum_rule());
+    strategies().add("aten::cumsum", cumsum_strategy());
     run_ranks(4, [&](int) {
       DeviceMesh mesh = init_device_mesh("local", {4});
       {
@@ -523,33 +533,37 @@ TEST(DispatchTest, RuleForAnOpWithoutOneMakesItWork) {
       EXPECT_DT(at::cumsum(dist(a, mesh, "S(0),S(0)"), 1), at::cumsum(a, 1), "S(0),S(0)");
     });
   }
-  EXPECT_EQ(RuleRegistry::global().find(c10::OperatorName("aten::cumsum", "")), nullptr);
+  EXPECT_EQ(strategies().find("aten::cumsum"), nullptr);
   run_ranks(4, [&](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
     DTENSOR_EXPECT_ERROR(at::cumsum(dist(a, mesh, "S(0)"), 1), "no sharding rule");
   });
 }
 
-// A rule with a local kernel lists only the rows its kernel computes (here
-// cumsum along dim 1 of rows split on dim 0); the op keeps the engine's
-// all-Replicate row for every other layout, and the kernel never runs it.
-TEST(DispatchTest, KernelRuleLeavesTheReplicatedRowToTheOp) {
+// A local kernel runs for every layout the engine chooses for its op: the
+// strategy's own rows (cumsum along dim 1 of rows split on dim 0) and the
+// engine's all-Replicate row alike.
+TEST(DispatchTest, LocalKernelRunsForEveryLayoutOfItsOp) {
   RestoreRules restore("aten::cumsum");
   std::atomic<int> kernel_runs{0};
-  OpRule rule;
-  rule.strategy = [](const OpCall& call, int64_t m) {
+  Strategy strategy;
+  strategy.rows = [](const OpCall& call, int64_t m) {
     std::vector<ShardingRow> rows;
     const PlacementPtr& p = call.placement(0, m);
     if (p->split_dim() == 0 && call.argument(1).toInt() == 1) rows.push_back({{p}, {p}});
     return rows;
   };
-  rule.output_shapes = cumsum_rule().output_shapes;
-  rule.local_kernel = [&kernel_runs](const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                                     const LocalContext&) {
+  strategy.output_shapes = cumsum_strategy().output_shapes;
+  strategies().add("aten::cumsum", strategy);
+  local_kernels().add("aten::cumsum", [&kernel_runs](const c10::OperatorHandle& op,
+                                                     torch::jit::Stack& stack,
+                                                     const LocalContext&) {
     ++kernel_runs;
     op.callBoxed(stack);
-  };
-  RuleRegistry::global().add("aten::cumsum", rule);
+  });
+  DTENSOR_EXPECT_ERROR(local_kernels().add("aten::cumsum", nullptr),
+                       "local kernel registry: \"aten::cumsum\": expected one value per key, "
+                       "found one registered already (override it to replace it)");
   const at::Tensor a = iota({5, 7});
   run_ranks(4, [&](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
@@ -560,11 +574,11 @@ TEST(DispatchTest, KernelRuleLeavesTheReplicatedRowToTheOp) {
     DeviceMesh line = init_device_mesh("local", {4});
     EXPECT_DT(at::cumsum(dist(a, line, "S(1)"), 1), at::cumsum(a, 1), "R");
     EXPECT_DT(at::cumsum(dist(a, line, "S(0)"), 0), at::cumsum(a, 0), "R");
-    // The kernel's row on one mesh dim and nothing of its own on the other.
+    // The strategy's row on one mesh dim and the engine's on the other.
     DeviceMesh square = init_device_mesh("local", {2, 2});
-    EXPECT_DT(at::cumsum(dist(a, square, "S(0),S(1)"), 1), at::cumsum(a, 1), "R,R");
+    EXPECT_DT(at::cumsum(dist(a, square, "S(0),S(1)"), 1), at::cumsum(a, 1), "S(0),R");
   });
-  EXPECT_EQ(kernel_runs.load(), 4);
+  EXPECT_EQ(kernel_runs.load(), 16);
 }
 
 }  // namespace

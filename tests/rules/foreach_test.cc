@@ -6,8 +6,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/base/compat.h"
-#include "dtensor/dispatch/dispatch.h"
+#include <dtensor/base/compat.h>
+#include <dtensor/dispatch/dispatch.h>
 #include "tests/rules/rules_test_util.h"
 #include "tests/support/expect_error.h"
 

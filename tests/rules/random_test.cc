@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/random.h"
+#include <dtensor/core/random.h>
 #include "tests/rules/rules_test_util.h"
 #include "tests/support/expect_error.h"
 

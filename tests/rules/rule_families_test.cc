@@ -14,11 +14,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/dispatch/dispatch.h"
-#include "dtensor/dtensor.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
+#include <dtensor/dispatch/dispatch.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include "tests/rules/rules_test_util.h"
 #include "tests/support/expect_error.h"
 

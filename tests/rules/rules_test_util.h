@@ -15,12 +15,12 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
-#include "mesh/reduce_op.h"
-#include "placements/placements.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/mesh/reduce_op.h>
+#include <dtensor/placements/placements.h>
 
 namespace dtensor {
 namespace rules_testing {

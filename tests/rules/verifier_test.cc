@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/debug/rule_verifier.h"
+#include <dtensor/tools/rule_verifier.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -7,10 +7,11 @@
 
 #include <set>
 
-#include "mesh/local_communicator.h"
-#include "placements/placements.h"
-#include "rules/pointwise.h"
-#include "rules/registry.h"
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
+#include <dtensor/rules/pointwise.h>
+#include <dtensor/rules/decomposition.h>
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 namespace {
@@ -22,27 +23,23 @@ TORCH_LIBRARY(dtensor_verifier_test, m) { m.def("double_it(Tensor x) -> Tensor")
 TORCH_LIBRARY_IMPL(dtensor_verifier_test, CPU, m) { m.impl("double_it", double_it); }
 
 // A decomposition that computes something else: x * 3.
-OpRule planted_wrong_decomposition() {
-  OpRule rule;
-  rule.decomposition = [](const c10::OperatorHandle&, torch::jit::Stack& stack) {
-    const at::Tensor x = stack.back().toTensor();
-    stack.clear();
-    stack.emplace_back(x * 3);
-  };
-  return rule;
+void planted_wrong_decomposition(const c10::OperatorHandle&, torch::jit::Stack& stack) {
+  const at::Tensor x = stack.back().toTensor();
+  stack.clear();
+  stack.emplace_back(x * 3);
 }
 
 // The classic wrong rule: doubling a replicated value on every rank does not
 // make the ranks hold terms of a sum (the sum would be n times too big).
-OpRule planted_wrong_rule() {
-  OpRule rule;
-  rule.strategy = [](const OpCall& call, int64_t m) {
+Strategy planted_wrong_strategy() {
+  Strategy strategy;
+  strategy.rows = [](const OpCall&, int64_t) {
     return std::vector<ShardingRow>{{{Replicate::make()}, {Partial::make(ReduceOp::kSum)}}};
   };
-  rule.output_shapes = [](const OpCall& call) {
+  strategy.output_shapes = [](const OpCall& call) {
     return std::vector<std::vector<int64_t>>{call.input(0).spec->shape()};
   };
-  return rule;
+  return strategy;
 }
 
 SampleCall double_it_sample() {
@@ -53,7 +50,7 @@ SampleCall double_it_sample() {
 // Every row of every registered rule, on written and schema-made samples.
 TEST(RuleVerifierTest, EveryRegisteredRuleIsRight) {
   const std::vector<SampleCall> samples = all_samples();
-  run_ranks(4, [&](int rank) {
+  run_ranks(4, [&](int /*rank*/) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
     for (const SampleCall& sample : samples) {
       const VerifierReport report = verify_rules(mesh, sample);
@@ -80,8 +77,12 @@ TEST(RuleVerifierTest, EveryRegisteredOpHasASample) {
   EXPECT_EQ(unsampled, std::vector<std::string>{});
   std::set<std::string> sampled;
   for (const SampleCall& sample : samples) sampled.insert(sample.op_name);
-  for (const std::string& op : RuleRegistry::global().op_names()) {
-    if (runs_on_cpu(op)) EXPECT_EQ(sampled.count(op), 1u) << op;
+  std::vector<std::string> ops = strategies().keys();
+  for (const std::string& op : decompositions().keys()) ops.push_back(op);
+  for (const std::string& op : ops) {
+    if (runs_on_cpu(op)) {
+      EXPECT_EQ(sampled.count(op), 1u) << op;
+    }
   }
 }
 
@@ -89,22 +90,22 @@ TEST(RuleVerifierTest, CatchesAPlantedWrongRule) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
     if (rank == 0) {
-      RuleRegistry::global().add("dtensor_verifier_test::double_it",
-                                 pointwise_rule(Linearity::kMultiplicative));
+      strategies().add("dtensor_verifier_test::double_it",
+                       pointwise_strategy(Linearity::kMultiplicative));
     }
     mesh.world()->barrier();
     const VerifierReport right = verify_rules(mesh, double_it_sample());
     EXPECT_GT(right.rows_checked, 3);
     EXPECT_TRUE(right.failures.empty()) << right.failures.front();
     mesh.world()->barrier();
-    if (rank == 0) RuleRegistry::global().add("dtensor_verifier_test::double_it", planted_wrong_rule());
+    if (rank == 0) strategies().add("dtensor_verifier_test::double_it", planted_wrong_strategy());
     mesh.world()->barrier();
     const VerifierReport wrong = verify_rules(mesh, double_it_sample());
     ASSERT_EQ(wrong.failures.size(), 1u);
     EXPECT_NE(wrong.failures[0].find("[R] -> [P(sum)]: output 0 differs"), std::string::npos)
         << wrong.failures[0];
     mesh.world()->barrier();
-    if (rank == 0) RuleRegistry::global().clear("dtensor_verifier_test::double_it");
+    if (rank == 0) strategies().remove("dtensor_verifier_test::double_it");
   });
 }
 
@@ -112,7 +113,7 @@ TEST(RuleVerifierTest, CatchesAWrongDecompositionUnderEveryLayout) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
     if (rank == 0) {
-      RuleRegistry::global().add("dtensor_verifier_test::double_it", planted_wrong_decomposition());
+      decompositions().add("dtensor_verifier_test::double_it", planted_wrong_decomposition);
     }
     mesh.world()->barrier();
     const VerifierReport wrong = verify_rules(mesh, double_it_sample());
@@ -124,7 +125,7 @@ TEST(RuleVerifierTest, CatchesAWrongDecompositionUnderEveryLayout) {
     EXPECT_EQ(wrong.failures[0],
               "dtensor_verifier_test::double_it layout [R] (decomposed): output 0 differs");
     mesh.world()->barrier();
-    if (rank == 0) RuleRegistry::global().clear("dtensor_verifier_test::double_it");
+    if (rank == 0) decompositions().remove("dtensor_verifier_test::double_it");
   });
 }
 

@@ -13,7 +13,7 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "mesh/communicator.h"
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor::testing {
 

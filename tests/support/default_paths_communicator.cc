@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/local_communicator.h>
 
 namespace dtensor::testing {
 namespace {

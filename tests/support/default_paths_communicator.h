@@ -19,7 +19,7 @@
 
 #include <memory>
 
-#include "mesh/communicator.h"
+#include <dtensor/mesh/communicator.h>
 
 namespace dtensor::testing {
 

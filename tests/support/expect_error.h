@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 #define DTENSOR_EXPECT_ERROR(statement, needle)                                 \
   do {                                                                          \

@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "placements/layout.h"
+#include <dtensor/placements/layout.h>
 
 namespace dtensor::testing {
 

@@ -8,10 +8,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute/collective_counter.h"
-#include "placements/placements.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/placements/placements.h>
 #include "tests/support/layout_reference.h"
 
 namespace dtensor::testing {

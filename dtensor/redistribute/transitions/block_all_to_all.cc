@@ -8,8 +8,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/transition.h"
+#include <dtensor/base/check.h>
+#include <dtensor/redistribute/transition.h>
 
 namespace dtensor {
 namespace {
@@ -48,8 +48,8 @@ struct Exchange {
 };
 
 Exchange make_exchange(const StepContext& step, at::IntArrayRef local_shape) {
-  const int64_t a = StepContext::local_split_dim(step.source_placement(), step.source_merged());
-  const int64_t b = StepContext::local_split_dim(step.target_placement(), step.target_merged());
+  const int64_t a = local_split_dim(step.source_placement(), step.source_merged());
+  const int64_t b = local_split_dim(step.target_placement(), step.target_merged());
   const Blocks sources = blocks_of(step, a, /*source=*/true);
   const Blocks targets = blocks_of(step, b, /*source=*/false);
   const int64_t n = step.group_size();
@@ -109,7 +109,11 @@ class BlockAllToAll final : public Transition {
   }
 };
 
-DTENSOR_REGISTER_TRANSITION(BlockAllToAll);
 
 }  // namespace
+
+DTENSOR_REGISTER(block_all_to_all) {
+  transitions().add("*->*", std::make_shared<BlockAllToAll>());
+}
+
 }  // namespace dtensor

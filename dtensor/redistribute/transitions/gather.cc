@@ -9,8 +9,8 @@
 #include <ATen/ATen.h>
 
 #include "absl/container/flat_hash_map.h"
-#include "dtensor/redistribute/index_exchange.h"
-#include "dtensor/redistribute/transition.h"
+#include <dtensor/redistribute/index_exchange.h>
+#include <dtensor/redistribute/transition.h>
 
 namespace dtensor {
 namespace {
@@ -21,7 +21,7 @@ using redistribute_internal::split_into_blocks;
 
 // The local dim the source placement splits (rows for a Ragged), or -1.
 int64_t gathered_dim(const StepContext& step) {
-  return StepContext::local_split_dim(step.source_placement(), step.source_merged());
+  return local_split_dim(step.source_placement(), step.source_merged());
 }
 
 // What a gather derives from its step alone.
@@ -104,7 +104,11 @@ class GatherToReplicate final : public Transition {
   }
 };
 
-DTENSOR_REGISTER_TRANSITION(GatherToReplicate);
 
 }  // namespace
+
+DTENSOR_REGISTER(gather_to_replicate) {
+  transitions().add("*->R", std::make_shared<GatherToReplicate>());
+}
+
 }  // namespace dtensor

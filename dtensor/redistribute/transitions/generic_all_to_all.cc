@@ -12,9 +12,9 @@
 
 #include <ATen/ATen.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/index_exchange.h"
-#include "dtensor/redistribute/transition.h"
+#include <dtensor/base/check.h>
+#include <dtensor/redistribute/index_exchange.h>
+#include <dtensor/redistribute/transition.h>
 
 namespace dtensor {
 namespace {
@@ -141,7 +141,11 @@ class GenericAllToAll final : public Transition {
   }
 };
 
-DTENSOR_REGISTER_TRANSITION(GenericAllToAll);
 
 }  // namespace
+
+DTENSOR_REGISTER(generic_all_to_all) {
+  transitions().add("*->*", std::make_shared<GenericAllToAll>());
+}
+
 }  // namespace dtensor

@@ -7,9 +7,9 @@
 
 #include <ATen/ATen.h>
 
-#include "dtensor/base/check.h"
-#include "dtensor/redistribute/index_exchange.h"
-#include "dtensor/redistribute/transition.h"
+#include <dtensor/base/check.h>
+#include <dtensor/redistribute/index_exchange.h>
+#include <dtensor/redistribute/transition.h>
 
 namespace dtensor {
 namespace {
@@ -73,7 +73,11 @@ class LocalSlice final : public Transition {
   }
 };
 
-DTENSOR_REGISTER_TRANSITION(LocalSlice);
 
 }  // namespace
+
+DTENSOR_REGISTER(local_slice) {
+  transitions().add("R->*", std::make_shared<LocalSlice>());
+}
+
 }  // namespace dtensor

@@ -15,9 +15,9 @@
 #include <ATen/ATen.h>
 
 #include "absl/container/flat_hash_map.h"
-#include "dtensor/redistribute/index_exchange.h"
-#include "dtensor/redistribute/transition.h"
-#include "mesh/device_mesh.h"
+#include <dtensor/redistribute/index_exchange.h>
+#include <dtensor/redistribute/transition.h>
+#include <dtensor/mesh/device_mesh.h>
 
 namespace dtensor {
 namespace {
@@ -49,7 +49,7 @@ class PartialToReplicate final : public Transition {
 
 // The local dim the target splits (rows for a Ragged), or -1.
 int64_t scattered_dim(const StepContext& step) {
-  return StepContext::local_split_dim(step.target_placement(), step.target_merged());
+  return local_split_dim(step.target_placement(), step.target_merged());
 }
 
 // How many blocks the group's pieces of `dim` interleave in (index_exchange.h):
@@ -187,9 +187,13 @@ class ReplicateToPartial final : public Transition {
   }
 };
 
-DTENSOR_REGISTER_TRANSITION(PartialToReplicate);
-DTENSOR_REGISTER_TRANSITION(PartialToBlocks);
-DTENSOR_REGISTER_TRANSITION(ReplicateToPartial);
 
 }  // namespace
+
+DTENSOR_REGISTER(partial_transitions) {
+  transitions().add("*->R", std::make_shared<PartialToReplicate>());
+  transitions().add("*->*", std::make_shared<PartialToBlocks>());
+  transitions().add("R->*", std::make_shared<ReplicateToPartial>());
+}
+
 }  // namespace dtensor

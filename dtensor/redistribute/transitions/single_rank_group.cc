@@ -8,7 +8,7 @@
 // this off (transition.h).
 #include <ATen/ATen.h>
 
-#include "dtensor/redistribute/transition.h"
+#include <dtensor/redistribute/transition.h>
 
 namespace dtensor {
 namespace {
@@ -34,12 +34,16 @@ class SingleRankGroup final : public Transition {
     return step.my_source_layout().local_numel() * step.element_size();
   }
 
-  at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
+  at::Tensor run(const at::Tensor& local, const StepContext& /*step*/) const override {
     return local.clone(at::MemoryFormat::Contiguous);
   }
 };
 
-DTENSOR_REGISTER_TRANSITION(SingleRankGroup);
 
 }  // namespace
+
+DTENSOR_REGISTER(single_rank_group) {
+  transitions().add("*->*", std::make_shared<SingleRankGroup>());
+}
+
 }  // namespace dtensor

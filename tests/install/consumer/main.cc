@@ -5,8 +5,8 @@
 
 #include <ATen/ATen.h>
 
-#include "mesh/device_mesh.h"
-#include "mesh/local_communicator.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
 
 int main() {
   std::atomic<int> correct{0};

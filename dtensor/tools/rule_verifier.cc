@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/debug/rule_verifier.h"
+#include <dtensor/tools/rule_verifier.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -11,13 +11,17 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "dtensor/base/check.h"
-#include "dtensor/dispatch/op_runner.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/random.h"
-#include "placements/placements.h"
-#include "rules/registry.h"
-#include "rules/tensor_arguments.h"
+#include <dtensor/base/check.h>
+#include <dtensor/dispatch/op_runner.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/core/random.h>
+#include <dtensor/placements/placements.h>
+#include <dtensor/base/op_name.h>
+#include <dtensor/redistribute/reduce_terms.h>
+#include <dtensor/rules/decomposition.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/strategy.h>
+#include <dtensor/rules/tensor_arguments.h>
 
 namespace dtensor {
 namespace {
@@ -126,7 +130,6 @@ std::string row_text(const ShardingRow& row) {
 
 struct FoundRow {
   ShardingRow row;
-  const OpRule* rule;  // null: the engine's own all-Replicate row
   // A probe layout run through the dispatcher (the op has a decomposition).
   bool decomposed = false;
 };
@@ -142,10 +145,9 @@ std::string found_text(const FoundRow& found) {
 // only (an empty shard, a Partial term a dtype cannot hold), and all ranks
 // must then skip the collectives that follow together.
 bool on_every_rank(const DeviceMesh& mesh, bool ok) {
-  at::Tensor flag =
+  const at::Tensor flag =
       at::full({1}, ok ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(mesh.device()));
-  mesh.communicator(0)->all_reduce(flag, ReduceOp::kMin);
-  return flag.item<int>() == 1;
+  return reduce_terms(flag, mesh, {0}, ReduceOp::kMin).item<int>() == 1;
 }
 
 // Input layouts to probe: all Replicate, then each candidate placement for
@@ -178,15 +180,16 @@ c10::optional<std::vector<c10::IValue>> laid_out_everywhere(
   return arguments;
 }
 
-// Every distinct row the rules offer under the probe layouts; for a
-// decomposition, every distinct probe layout.
+// Every distinct row the strategies offer under the probe layouts; for an op
+// with a decomposition (as the engine decides, all that runs), every
+// distinct probe layout.
 std::vector<FoundRow> collect_rows(const c10::OperatorHandle& op, const DeviceMesh& mesh,
-                                   const SampleCall& sample, const std::vector<OpRule>& rules,
-                                   const VerifierOptions& options) {
-  // As the engine decides: a decomposition, where any rule has one, is all
-  // that runs.
-  const bool decomposed = std::any_of(rules.begin(), rules.end(),
-                                      [](const OpRule& rule) { return bool(rule.decomposition); });
+                                   const SampleCall& sample, const VerifierOptions& options) {
+  const std::string name = op_name_string(op.operator_name());
+  const bool decomposed = decompositions().find(name) != nullptr;
+  const auto found_strategies = strategies().find(name);
+  const std::vector<Strategy> none;
+  const std::vector<Strategy>& strategies = found_strategies ? *found_strategies : none;
   std::vector<FoundRow> found;
   std::set<std::string> seen, rule_rows;
   for (const std::vector<PlacementPtr>& probe :
@@ -197,29 +200,28 @@ std::vector<FoundRow> collect_rows(const c10::OperatorHandle& op, const DeviceMe
     if (decomposed) {
       ShardingRow row;
       row.inputs = probe;
-      if (seen.insert(row_text(row)).second) found.push_back({std::move(row), nullptr, true});
+      if (seen.insert(row_text(row)).second) found.push_back({std::move(row), true});
       continue;
     }
     const OpCall call = make_call(op, *arguments, DispatchModes{});
     const bool first_probe = seen.empty();
-    for (const OpRule& rule : rules) {
-      for (ShardingRow& row : rule.strategy(call, 0)) {
+    for (const Strategy& strategy : strategies) {
+      for (ShardingRow& row : strategy.rows(call, 0)) {
         for (size_t i = 0; i < row.inputs.size(); ++i) {
           if (row.inputs[i] == nullptr) row.inputs[i] = call.placement(i, 0);
         }
         const std::string text = row_text(row);
-        if (seen.insert(absl::StrCat(&rule - rules.data(), text)).second) {
-          found.push_back({std::move(row), &rule});
-        }
+        if (seen.insert(text).second) found.push_back({std::move(row)});
         rule_rows.insert(text);
       }
     }
-    // The row the engine adds unless a rule offers it (rules that only
-    // refuse have no other): it checks the output shapes and the wrapping.
+    // The row the engine adds unless a strategy offers it (strategies that
+    // only refuse have no other): it checks the output shapes and the
+    // wrapping, and the op's local kernel on whole inputs.
     ShardingRow replicate = replicate_row(call);
     if (first_probe && rule_rows.count(row_text(replicate)) == 0) {
       seen.insert(row_text(replicate));
-      found.push_back({std::move(replicate), nullptr});
+      found.push_back({std::move(replicate)});
     }
   }
   return found;
@@ -267,7 +269,7 @@ RowOutcome check_row(const c10::OperatorHandle& op, const DeviceMesh& mesh,
   c10::optional<OpCall> call;
   if (!found.decomposed) {
     call.emplace(make_call(op, stack, DispatchModes{}));
-    propagation = propagation_for_rows(*call, {found.row}, found.rule);
+    propagation = propagation_for_rows(*call, {found.row});
     if (propagation == nullptr) return RowOutcome::kSkipped;  // never chosen for these shapes
   }
   std::string raised;
@@ -314,12 +316,13 @@ VerifierReport verify_rules(const DeviceMesh& mesh, const SampleCall& sample,
                             const VerifierOptions& options) {
   DTENSOR_CHECK(mesh.ndim() == 1, "rule verifier: expected a 1-D mesh, found ", mesh.to_string());
   const c10::OperatorHandle op = find_op(sample.op_name);
-  const auto rules = RuleRegistry::global().find(op.operator_name());
-  DTENSOR_CHECK(rules != nullptr, "rule verifier: ", sample.op_name, " has no rule");
+  const std::string name = op_name_string(op.operator_name());
+  DTENSOR_CHECK(strategies().find(name) != nullptr || decompositions().find(name) != nullptr,
+                "rule verifier: ", sample.op_name, " has no strategy and no decomposition");
   torch::jit::Stack expected = cloned(sample.arguments);
   call_on_one_device(op, expected);
   VerifierReport report;
-  for (const FoundRow& found : collect_rows(op, mesh, sample, *rules, options)) {
+  for (const FoundRow& found : collect_rows(op, mesh, sample, options)) {
     std::string problem;
     switch (check_row(op, mesh, sample, found, expected, problem)) {
       case RowOutcome::kSkipped:

@@ -19,9 +19,9 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "mesh/device_mesh.h"
-#include "placements/layout.h"
-#include "placements/placement.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/layout.h>
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/tensor_impl.h"
+#include <dtensor/core/tensor_impl.h>
 
 #include <algorithm>
 #include <numeric>
@@ -7,7 +7,7 @@
 #include <c10/util/strides.h>
 
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 DTensorImpl::DTensorImpl(at::Tensor local, DTensorSpecPtr spec)
@@ -134,6 +134,12 @@ void DTensorImpl::settle() const {
 bool is_dtensor(const at::Tensor& tensor) {
   return tensor.defined() && tensor.key_set().has(kDTensorDispatchKey) &&
          dynamic_cast<DTensorImpl*>(tensor.unsafeGetTensorImpl()) != nullptr;
+}
+
+const DTensorSpecPtr* dtensor_spec_or_null(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.key_set().has(kDTensorDispatchKey)) return nullptr;
+  const auto* impl = dynamic_cast<const DTensorImpl*>(tensor.unsafeGetTensorImpl());
+  return impl == nullptr ? nullptr : &impl->spec();
 }
 
 DTensorImpl* dtensor_impl(const at::Tensor& tensor) {

@@ -1,11 +1,11 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/random.h"
+#include <dtensor/core/random.h>
 
 #include <optional>
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {

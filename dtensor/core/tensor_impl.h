@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/tensor_impl.h: the TensorImpl that makes a DTensor an at::Tensor.
+// dtensor/core/tensor_impl.h (<dtensor/core/tensor_impl.h>): the TensorImpl that makes a DTensor an at::Tensor.
 //
 // A `DTensorImpl` holds the calling rank's local shard and the spec, and
 // reports the *global* sizes, strides, dtype and the local shard's device. It
@@ -23,8 +23,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "dtensor/redistribute/pending_work.h"
-#include "dtensor/spec.h"
+#include <dtensor/core/pending_work.h>
+#include <dtensor/placements/spec.h>
 
 namespace dtensor {
 
@@ -101,6 +101,8 @@ class DTensorImpl final : public c10::TensorImpl {
 
 // Whether `tensor` is a DTensor (its impl is a DTensorImpl).
 bool is_dtensor(const at::Tensor& tensor);
+// The spec of a DTensor, null for any other tensor (one type check).
+const DTensorSpecPtr* dtensor_spec_or_null(const at::Tensor& tensor);
 // The DTensorImpl of `tensor`; throws dtensor::Error when it is not a DTensor.
 DTensorImpl* dtensor_impl(const at::Tensor& tensor);
 // Wraps `local` and `spec` into a new DTensor at::Tensor (no autograd history).

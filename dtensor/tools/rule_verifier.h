@@ -34,8 +34,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
-#include "mesh/device_mesh.h"
-#include "placements/placement.h"
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/placements/placement.h>
 
 namespace dtensor {
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/base/check.h: the one way dtensor reports bad input.
+// base/check.h (<dtensor/base/check.h>): the one way dtensor reports bad input.
 //
 // Every argument check in the library goes through `DTENSOR_CHECK`. The
 // message pieces are streamed only when the check fails, so a check on a hot

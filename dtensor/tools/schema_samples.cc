@@ -16,11 +16,13 @@
 
 #include <set>
 
-#include "dtensor/base/compat.h"
-#include "dtensor/debug/rule_verifier.h"
-#include "dtensor/debug/sample_values.h"
-#include "rules/registry.h"
-#include "rules/tensor_arguments.h"
+#include <dtensor/base/compat.h>
+#include <dtensor/tools/rule_verifier.h>
+#include <dtensor/tools/sample_values.h>
+#include <dtensor/base/op_name.h>
+#include <dtensor/rules/decomposition.h>
+#include <dtensor/rules/strategy.h>
+#include <dtensor/rules/tensor_arguments.h>
 
 namespace dtensor {
 namespace {
@@ -180,10 +182,7 @@ c10::optional<SampleCall> schema_sample(const std::string& op_name, const c10::O
 }  // namespace
 
 c10::optional<c10::OperatorHandle> find_operator(const std::string& op_name) {
-  const auto dot = op_name.find('.');
-  const c10::OperatorName name(op_name.substr(0, dot),
-                               dot == std::string::npos ? "" : op_name.substr(dot + 1));
-  return c10::Dispatcher::singleton().findOp(name);
+  return c10::Dispatcher::singleton().findOp(parse_op_name(op_name));
 }
 
 bool runs_on_cpu(const std::string& op_name) {
@@ -201,7 +200,10 @@ std::vector<SampleCall> all_samples(std::vector<std::string>* unsampled) {
   std::vector<SampleCall> samples = builtin_samples();
   std::set<std::string> sampled;
   for (const SampleCall& sample : samples) sampled.insert(sample.op_name);
-  for (const std::string& op_name : RuleRegistry::global().op_names()) {
+  std::set<std::string> with_rules;
+  for (const std::string& op_name : strategies().keys()) with_rules.insert(op_name);
+  for (const std::string& op_name : decompositions().keys()) with_rules.insert(op_name);
+  for (const std::string& op_name : with_rules) {
     if (sampled.count(op_name) != 0) continue;
     if (!runs_on_cpu(op_name)) continue;  // another libtorch's op, or a GPU-only one
     c10::optional<SampleCall> sample = schema_sample(op_name, *find_operator(op_name));

@@ -8,8 +8,8 @@
 
 #include <limits>
 
-#include "dtensor/debug/rule_verifier.h"
-#include "dtensor/debug/sample_values.h"
+#include <dtensor/tools/rule_verifier.h>
+#include <dtensor/tools/sample_values.h>
 
 namespace dtensor {
 namespace {

@@ -1,5 +1,5 @@
 // Copyright 2026 The dtensor Authors.
-#include "dtensor/spec.h"
+#include <dtensor/placements/spec.h>
 
 #include <algorithm>
 #include <sstream>
@@ -7,7 +7,7 @@
 #include "absl/base/call_once.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
-#include "dtensor/base/check.h"
+#include <dtensor/base/check.h>
 
 namespace dtensor {
 
@@ -82,7 +82,7 @@ const std::vector<int64_t>& DTensorSpec::min_local_sizes() const {
     // their coordinates, the others fixed at 0.
     std::vector<int64_t> splitting_extents(placements_.size(), 1);
     for (size_t m = 0; m < placements_.size(); ++m) {
-      if (placements_[m]->split_dim() || placements_[m]->merged_leading_dims() > 0) {
+      if (split_dim_of(*placements_[m])) {
         splitting_extents[m] = mesh_.size(static_cast<int64_t>(m));
       }
     }

@@ -1,22 +1,23 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/families/loss_ops.cc: nll_loss (cross_entropy decomposes into
-// log_softmax and nll_loss).
+// dtensor/dispatch/kernels/loss_ops.cc: nll_loss (cross_entropy decomposes
+// into log_softmax and nll_loss).
 //
 // The class dim must be whole. A split batch passes through with
 // reduction=none and gives Partial(sum) with reduction=sum. reduction=mean
 // divides by the total weight of the WHOLE batch, which no rank has: on a
-// split batch the forward's local kernel sums its rows, all-reduces the total
-// weight over the mesh dims that split the batch, and divides, giving
+// split batch the forward's local kernel sums its rows, reduces the total
+// weight over the mesh dims that split the batch (one all-reduce planned by
+// redistribute, dtensor/redistribute/reduce_terms.h), and divides, giving
 // Partial(sum) means and a replicated total weight (as PyTorch's loss
 // parallel does). The backward receives that total as an input and works on
 // a split batch.
-#include "mesh/device_mesh.h"
-#include "placements/partial.h"
-#include "placements/replicate.h"
-#include "rules/propagation.h"
-#include "rules/registration.h"
-#include "rules/roles.h"
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/registration.h>
+#include <dtensor/redistribute/reduce_terms.h>
+#include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
@@ -33,8 +34,7 @@ bool batch_split(const OpCall& call, const Placement& p) {
 
 // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
 std::vector<ShardingRow> forward_rows(const OpCall& call, int64_t m) {
-  // The local kernel's rows combine only with each other (rules/rule.h).
-  std::vector<ShardingRow> rows = {replicate_row(call)};
+  std::vector<ShardingRow> rows;
   const PlacementPtr& p = call.placement(0, m);
   if (!batch_split(call, *p)) return rows;
   const int64_t reduction = call.argument("reduction").toInt();
@@ -62,8 +62,8 @@ void forward_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   }
   reduction = kReductionSum;
   op.callBoxed(stack);
-  at::Tensor total_weight = stack.back().toTensor().clone();
-  for (int64_t m : split) context.mesh.communicator(m)->all_reduce(total_weight, ReduceOp::kSum);
+  const at::Tensor total_weight =
+      reduce_terms(stack.back().toTensor(), context.mesh, split, ReduceOp::kSum);
   const at::Tensor mean = stack[stack.size() - 2].toTensor().div(total_weight);
   torch::jit::drop(stack, 2);
   stack.push_back(mean);
@@ -92,14 +92,14 @@ std::vector<ShardingRow> backward_rows(const OpCall& call, int64_t m) {
 
 }  // namespace
 
-DTENSOR_REGISTER_RULES(loss) {
-  OpRule forward;
-  forward.strategy = forward_rows;
-  forward.local_kernel = forward_kernel;
-  add_to_existing(registry, {"aten::nll_loss_forward"}, forward);
-  OpRule backward;
-  backward.strategy = backward_rows;
-  add_to_existing(registry, {"aten::nll_loss_backward"}, backward);
+DTENSOR_REGISTER(loss_ops) {
+  Strategy forward;
+  forward.rows = forward_rows;
+  add_to_existing(strategies(), {"aten::nll_loss_forward"}, forward);
+  add_to_existing(local_kernels(), {"aten::nll_loss_forward"}, LocalKernel(forward_kernel));
+  Strategy backward;
+  backward.rows = backward_rows;
+  add_to_existing(strategies(), {"aten::nll_loss_backward"}, backward);
 }
 
 }  // namespace dtensor

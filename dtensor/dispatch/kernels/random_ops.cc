@@ -1,13 +1,14 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/families/random_ops.cc: random ops whose DTensor results equal one
-// device's (dtensor/random.h).
+// dtensor/dispatch/kernels/random_ops.cc: random ops whose DTensor results
+// equal one device's (dtensor/core/random.h).
 //
 // Every rank draws the op's whole global result on the CPU from its DTensor
 // generator (seeded alike on every rank, so all draw the same numbers, as
 // one device would) and keeps its own part, laid out like the input. Any
-// layout works, custom placements included, since the part is cut by the
-// layout itself; a Partial input is random-filled as Replicate.
+// layout works, custom placements included, since the part is cut by
+// redistribute's local slice from Replicate (no communication); a Partial
+// input is random-filled as Replicate.
 //
 // Covered: the in-place samplers (bernoulli_, uniform_, normal_, random_,
 // exponential_, geometric_, log_normal_, cauchy_), bernoulli.p, rand_like,
@@ -15,26 +16,23 @@
 // dropout decomposes into empty_like + bernoulli_ + div_ + mul).
 #include <ATen/ATen.h>
 
-#include "dtensor/random.h"
-#include "dtensor/redistribute/planner.h"
-#include "placements/replicate.h"
-#include "rules/propagation.h"
-#include "rules/registration.h"
+#include <dtensor/core/random.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/registration.h>
 
 namespace dtensor {
 namespace {
 
 // The input's layout for every output (a Partial input reads as
-// Replicate), and all-Replicate: the rule's own, so that the engine never
-// runs the op itself, which would draw from the default generator.
+// Replicate). The op's kernel runs for every layout, the engine's
+// all-Replicate one included, so the op itself never draws from the default
+// generator.
 std::vector<ShardingRow> same_layout_rows(const OpCall& call, int64_t m, size_t outputs) {
   const PlacementPtr& p = call.placement(0, m);
   const PlacementPtr out = p->is_partial() ? Replicate::make() : p;
-  std::vector<ShardingRow> rows = {{{out}, std::vector<PlacementPtr>(outputs, out)}};
-  if (!out->is_replicate()) {
-    rows.push_back({{Replicate::make()}, std::vector<PlacementPtr>(outputs, Replicate::make())});
-  }
-  return rows;
+  return {{{out}, std::vector<PlacementPtr>(outputs, out)}};
 }
 
 // The calling rank's part of `global` (on the CPU) as output `k` lays it out,
@@ -125,31 +123,36 @@ void dropout_globally(const c10::OperatorHandle&, torch::jit::Stack& stack,
   stack.emplace_back(mask);
 }
 
-OpRule random_rule(LocalKernelFn kernel, size_t outputs) {
-  OpRule rule;
-  rule.strategy = [outputs](const OpCall& call, int64_t m) {
+Strategy random_strategy(size_t outputs) {
+  Strategy strategy;
+  strategy.rows = [outputs](const OpCall& call, int64_t m) {
     return same_layout_rows(call, m, outputs);
   };
   // Shapes are the input's (some of these ops have no meta kernel to ask).
-  rule.output_shapes = [outputs](const OpCall& call) {
+  strategy.output_shapes = [outputs](const OpCall& call) {
     return std::vector<std::vector<int64_t>>(outputs, call.input(0).spec->shape());
   };
-  rule.local_kernel = std::move(kernel);
-  return rule;
+  return strategy;
+}
+
+// Registers `kernel` and the strategy of ops with `outputs` outputs for every
+// op of `op_names` this libtorch has.
+void add_random_ops(std::initializer_list<std::string_view> op_names, LocalKernel kernel,
+                    size_t outputs) {
+  add_to_existing(strategies(), op_names, random_strategy(outputs));
+  add_to_existing(local_kernels(), op_names, kernel);
 }
 
 }  // namespace
 
-DTENSOR_REGISTER_RULES(random) {
-  add_to_existing(registry,
-                  {"aten::bernoulli_.float", "aten::uniform_", "aten::normal_",
-                   "aten::random_", "aten::random_.from", "aten::random_.to",
-                   "aten::exponential_", "aten::geometric_", "aten::log_normal_",
-                   "aten::cauchy_", "aten::bernoulli.p"},
-                  random_rule(sample_globally, 1));
-  add_to_existing(registry, {"aten::rand_like"}, random_rule(like_globally<false>, 1));
-  add_to_existing(registry, {"aten::randn_like"}, random_rule(like_globally<true>, 1));
-  add_to_existing(registry, {"aten::native_dropout"}, random_rule(dropout_globally, 2));
+DTENSOR_REGISTER(random_ops) {
+  add_random_ops({"aten::bernoulli_.float", "aten::uniform_", "aten::normal_", "aten::random_",
+                  "aten::random_.from", "aten::random_.to", "aten::exponential_",
+                  "aten::geometric_", "aten::log_normal_", "aten::cauchy_", "aten::bernoulli.p"},
+                 sample_globally, 1);
+  add_random_ops({"aten::rand_like"}, like_globally<false>, 1);
+  add_random_ops({"aten::randn_like"}, like_globally<true>, 1);
+  add_random_ops({"aten::native_dropout"}, dropout_globally, 2);
 }
 
 }  // namespace dtensor

@@ -1,0 +1,64 @@
+// Copyright 2026 The dtensor Authors.
+//
+// rules/local_kernel.h (<dtensor/rules/local_kernel.h>): how an operator
+// computes on the local shards when the op itself would not, registered per
+// ATen operator.
+//
+// After propagation has chosen a layout and the inputs have been
+// redistributed to it, each rank runs the op on its shards. Some rows only
+// hold with a different local computation: a mean over a split dim divides
+// by the global count, a view takes the shard's own shape, a random op draws
+// the global tensor and keeps its part. Such an op registers one kernel; it
+// runs for EVERY layout the engine chooses for that op (the all-Replicate
+// one included), reading the chosen layout from its context and calling the
+// op itself where nothing special is needed.
+//
+//   dtensor::local_kernels().add("aten::mean.dim", mean_kernel);
+//
+// Kernels registered here compute locally. A kernel that must communicate
+// lives in the dispatch layer (dtensor/dispatch/kernels/) and asks
+// redistribute for the collective, so every byte moved is planned and
+// counted; it registers into this same registry.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <ATen/core/stack.h>
+
+#include <dtensor/base/registry.h>
+#include <dtensor/rules/op_call.h>
+
+namespace dtensor {
+
+struct Propagation;
+
+// What a local kernel knows: the call, and the layout chosen for it
+// (rules/propagation.h): each input's spec after redistribution, each
+// output's global shape and placements.
+struct LocalContext {
+  const OpCall& call;
+  const Propagation& propagation;
+  const DeviceMesh& mesh;
+};
+
+// Computes the op on local shards: `stack` holds the call's arguments with
+// every tensor replaced by its local shard; leave the local outputs on it.
+using LocalKernel = std::function<void(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                       const LocalContext& context)>;
+
+// Local kernels by operator name; one per op.
+Registry<LocalKernel>& local_kernels();
+
+// The calling rank's local shape of output `k` (of dtype `dtype`).
+const std::vector<int64_t>& local_output_shape(const LocalContext& context, size_t k,
+                                               c10::ScalarType dtype);
+
+// The mesh dims on which the chosen layout of input `i` splits a tensor dim
+// that `counts` accepts (a kernel combining partial results over those dims:
+// a loss over a split batch, a norm over a split dim).
+std::vector<int64_t> mesh_dims_splitting(const LocalContext& context, size_t i,
+                                         const std::function<bool(int64_t dim)>& counts);
+
+}  // namespace dtensor
