@@ -1,7 +1,12 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/redistribute/collective_counter.h: counts the collectives that
-// redistribute runs on the calling thread, for tests and debugging.
+// dtensor/redistribute/collective_counter.h
+// (<dtensor/redistribute/collective_counter.h>): counts the collectives dtensor
+// runs for DTensors on the calling thread, for tests and debugging: every
+// redistribute step (those of ops' inputs and of the kernels that reduce
+// through redistribute, dtensor/redistribute/reduce_terms.h, included), and
+// the broadcast, scatter and shape check of distribute_tensor and
+// from_local.
 //
 //   dtensor::CollectiveCounter counter;
 //   dt.redistribute(dtensor::parse_placements("S(1),S(0)"));
@@ -30,7 +35,8 @@ class CollectiveCounter {
   int64_t count(std::string_view collective) const;
   const std::map<std::string, int64_t, std::less<>>& by_collective() const { return counts_; }
 
-  // Called by the redistribute executor for each collective step.
+  // Called for each collective: by the redistribute executor, and by
+  // distribute_tensor and from_local for theirs.
   static void record(std::string_view collective);
 
  private:

@@ -1,30 +1,21 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/families/normalization_ops.cc: softmax, log_softmax, layer_norm and
-// the fused rms_norm (libtorch 2.9+ runs rms_norm through it on some
-// devices) with their backward formulas. The normalized dims must be whole
-// on every rank; every other dim passes any split through.
+// rules/families/normalization_ops.cc: layer_norm and the fused rms_norm
+// (libtorch 2.9+ runs rms_norm through it on some devices) with their
+// backward formulas. The normalized dims must be whole on every rank; every
+// other dim passes any split through. Softmax, whose normalized dim may be
+// split, is in dtensor/dispatch/kernels/softmax_ops.cc.
 #include <numeric>
 
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
-#include <dtensor/rules/pointwise.h>
 #include <dtensor/rules/registration.h>
+#include <dtensor/rules/strategy.h>
 #include <dtensor/rules/roles.h>
 
 namespace dtensor {
 namespace {
-
-// Softmax-like ops: argument `dim_argument` names the normalized dim.
-Strategy softmax_strategy(size_t dim_argument) {
-  return pointwise_strategy(Linearity::kNone, [dim_argument](const OpCall& call) {
-    const int64_t ndim = call.input(0).spec->ndim();
-    return std::vector<int64_t>{
-        normalize_tensor_dim(call.argument(dim_argument).toInt(), std::max<int64_t>(ndim, 1),
-                             call.op_name())};
-  });
-}
 
 // Layer norm over the trailing `normalized_shape` dims: a split of a leading
 // dim of the input passes to the outputs that have it (the normalized output
@@ -105,10 +96,6 @@ Strategy layer_norm_strategy(const LayerNorm& ln) {
 
 DTENSOR_REGISTER(normalization_strategies) {
   Registry<Strategy>& registry = strategies();
-  add_to_existing(registry, {"aten::_softmax", "aten::_log_softmax"}, softmax_strategy(1));
-  add_to_existing(registry,
-                  {"aten::_softmax_backward_data", "aten::_log_softmax_backward_data"},
-                  softmax_strategy(2));
   add_to_existing(registry, {"aten::native_layer_norm"}, layer_norm_strategy({false, 0, 1}));
   add_to_existing(registry, {"aten::native_layer_norm_backward"}, layer_norm_strategy({true, 1, 2}));
   // (input, normalized_shape, weight?, eps?) -> (out, rstd) and
