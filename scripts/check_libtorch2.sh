@@ -11,7 +11,7 @@
 #                                            # DTENSOR_WITH_NCCL=ON and build everything
 #                                            # (no GPU here: nothing runs)
 #
-# Needs root and network access to deb.debian.org. The chroots live in
+# Warnings are errors, as in CI. Needs root and network access to deb.debian.org. The chroots live in
 # /work/trixie-root (CPU), /work/sid-root and /work/trixie-cuda (CUDA), outside the repo; a
 # second run reuses them and their ccache. The build is a clone of this
 # repo's HEAD: commit first. Logs: <chroot>/b/{build,ctest}.log.
@@ -81,7 +81,7 @@ in_root "git config --global --add safe.directory '*' && rm -rf /b/dtensor &&
   git clone -q /src /b/dtensor && cd /b/dtensor &&
   export CCACHE_DIR=/b/.ccache &&
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-    ${cmake_flags[*]} >/b/configure.log 2>&1 &&
+    -DDTENSOR_WARNINGS_AS_ERRORS=ON ${cmake_flags[*]} >/b/configure.log 2>&1 &&
   grep 'dtensor: libtorch' /b/configure.log &&
   cmake --build build -j\$(nproc) >/b/build.log 2>&1"
 echo "check_libtorch2: build of $(git -C "$repo" rev-parse --short HEAD) passed"
