@@ -37,7 +37,7 @@ struct RedistributeOptions {
   bool async_op = false;
 };
 
-// A handle on a DTensor at::Tensor (dtensor/tensor_impl.h). `tensor()` is the
+// A handle on a DTensor at::Tensor (dtensor/core/tensor_impl.h). `tensor()` is the
 // at::Tensor itself: pass it to any ATen op (`at::mm(a.tensor(), b.tensor())`,
 // `x.tensor().sum(1)`, torch::nn modules with DTensor parameters) and the
 // result is again a DTensor, laid out by the sharding rules (rules/). The

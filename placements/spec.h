@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/spec.h: what a DTensor is, apart from its data: the mesh, one
+// placements/spec.h (<dtensor/placements/spec.h>): what a DTensor is, apart from its data: the mesh, one
 // placement per mesh dim, and the global shape and dtype.
 //
 // A spec is immutable and validated on construction (placements normalized,

@@ -69,7 +69,8 @@ void collect_tensors(const c10::IValue& value, std::vector<std::vector<int64_t>>
   } else if (value.isTensorList()) {
     const auto list = value.toTensorList();
     list_sizes.push_back(list.size());
-    for (const at::Tensor& t : list) shapes.push_back(t.sizes().vec());
+    // By index: a c10::List's elements are proxies, not references.
+    for (size_t i = 0; i < list.size(); ++i) shapes.push_back(list.get(i).sizes().vec());
   }
 }
 

@@ -42,7 +42,12 @@ torch::jit::Stack map_tensor_arguments(c10::ArrayRef<c10::IValue> arguments,
       if (value.toTensor().defined()) out[a] = fn(value.toTensor());
     } else if (value.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) list.push_back(t.defined() ? fn(t) : t);
+      const c10::List<at::Tensor> tensors = value.toTensorList();
+      // By index: a c10::List's elements are proxies, not references.
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const at::Tensor t = tensors.get(i);
+        list.push_back(t.defined() ? fn(t) : t);
+      }
       out[a] = list;
     } else if (is_optional_tensor_list(value)) {
       c10::List<c10::optional<at::Tensor>> list;

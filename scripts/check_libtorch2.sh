@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and tests dtensor against Debian 13's libtorch 2.6 in a chroot, on a
 # Debian 12 machine without a GPU: the closest check of the libtorch 2.x code
-# paths (dtensor/base/compat.h, the ops only 2.x has) that can be made
+# paths (base/compat.h, the ops only 2.x has) that can be made
 # without the GPU machine's pip torch.
 #
 #   bash scripts/check_libtorch2.sh          # CPU libtorch 2.6: build, then ctest -E bench
@@ -83,7 +83,7 @@ in_root "git config --global --add safe.directory '*' && rm -rf /b/dtensor &&
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DDTENSOR_WARNINGS_AS_ERRORS=ON ${cmake_flags[*]} >/b/configure.log 2>&1 &&
   grep 'dtensor: libtorch' /b/configure.log &&
-  cmake --build build -j\$(nproc) >/b/build.log 2>&1"
+  cmake --build build -j\$(nproc) -- -k >/b/build.log 2>&1"
 echo "check_libtorch2: build of $(git -C "$repo" rev-parse --short HEAD) passed"
 if [[ $cuda == 0 ]]; then
   in_root "cd /b/dtensor/build && ctest -j\$(nproc) -E bench --output-on-failure >/b/ctest.log 2>&1;

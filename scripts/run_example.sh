@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The main job: set up, build, and run on 4 ranks of the in-process local
-# backend (no launcher): tensor-parallel (and sequence-parallel) MLP training
-# with plain ATen calls on DTensors, checked step by step against one-device
-# training; then the DeviceMesh and redistribute tours.
+# The main job: set up, build the library and these examples only (no tests
+# or benchmarks), and run on 4 ranks of the in-process local backend (no
+# launcher): tensor-parallel (and sequence-parallel) MLP training with plain
+# ATen calls on DTensors, checked step by step against one-device training;
+# then the DeviceMesh and redistribute tours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+DTENSOR_TARGETS="tp_mlp mesh_tour redistribute_tour" bash scripts/build.sh
 "${DTENSOR_BUILD_DIR:-build}"/examples/tp_mlp
 echo
 "${DTENSOR_BUILD_DIR:-build}"/examples/mesh_tour

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/redistribute/pending_work.h: device work an async redistribute left
+// dtensor/core/pending_work.h (<dtensor/core/pending_work.h>): device work an async redistribute left
 // running, attached to the DTensors it reads and writes.
 //
 // `redistribute(placements, {.async_op = true})` on a CUDA mesh returns while

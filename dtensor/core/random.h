@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/random.h: random ops on DTensors that equal one device's.
+// dtensor/core/random.h (<dtensor/core/random.h>): random ops on DTensors that equal one device's.
 //
 // Random ops on DTensors (dropout, rand_like, randn_like, bernoulli_,
 // uniform_, normal_ and the other in-place samplers) draw from one generator

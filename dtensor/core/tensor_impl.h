@@ -39,7 +39,7 @@ class DTensorImpl final : public c10::TensorImpl {
   DTensorImpl(at::Tensor local, DTensorSpecPtr spec);
 
   // The shard. After an async redistribute the first call orders the current
-  // stream after the pending collectives (dtensor/redistribute/pending_work.h).
+  // stream after the pending collectives (dtensor/core/pending_work.h).
   const at::Tensor& local() const {
     if (has_pending_.load(std::memory_order_acquire)) settle();
     return local_;

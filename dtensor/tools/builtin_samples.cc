@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/debug/builtin_samples.cc: sample calls the rule verifier runs for
+// dtensor/tools/builtin_samples.cc: sample calls the rule verifier runs for
 // the built-in rule families, where arguments made from an op's schema alone
 // (schema_samples.cc) would miss the interesting cases: index tensors,
 // reductions over several dims, views that split a sharded dim.

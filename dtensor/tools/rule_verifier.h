@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/debug/rule_verifier.h: checks sharding rules against the
+// dtensor/tools/rule_verifier.h (<dtensor/tools/rule_verifier.h>, dtensor::tools): checks sharding rules against the
 // single-device result.
 //
 // For a sample call of an op (global plain tensors and other arguments), the
@@ -9,7 +9,7 @@
 // Ragged or Partial on each dim, or as an extra placement of the caller's;
 // all inputs alike), and checks each distinct row: the inputs are laid out
 // as the row says, the op runs on the shards exactly as the dispatcher would
-// run it (the rule's local kernel included), and every output, reassembled
+// run it (the op's local kernel included), and every output, reassembled
 // with `full_tensor`, must equal the op's result on the global tensors
 // (allclose with float tolerance, NaNs equal; only shapes and dtypes for
 // ops whose values are unspecified, the `empty` family). The engine's own

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/debug/sample_values.h: the tensors the rule verifier's samples are
+// dtensor/tools/sample_values.h: the tensors the rule verifier's samples are
 // made of. Values are small random integers (exact in every float dtype, so
 // sums in any order agree), shapes split unevenly over 4 ranks.
 #pragma once

@@ -1,6 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/debug/schema_samples.cc: a sample call for every op with a rule,
+// dtensor/tools/schema_samples.cc: a sample call for every op with a rule,
 // made from its schema alone where builtin_samples() has none.
 //
 // Each argument gets a short list of candidate values chosen by its type and

@@ -26,7 +26,8 @@
 // WRITING A USER PLACEMENT: WHAT TO IMPLEMENT
 // -------------------------------------------
 // This file and interleaved_shard.cc use only dtensor's public headers
-// (placements/placement.h, placements/parse.h, dtensor/base/check.h). A
+// (<dtensor/placements/placement.h>, <dtensor/placements/parse.h>,
+// <dtensor/base/check.h>). A
 // placement subclasses dtensor::Placement and implements:
 //
 //  * restrict(indices, n, r): THE layout contract. `indices.along(dim)` is the

@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
 // dtensor-verify-rules: checks every row of every registered sharding rule
-// against the single-device result (dtensor/debug/rule_verifier.h), on 4
+// against the single-device result (dtensor/tools/rule_verifier.h), on 4
 // ranks of the local backend: the written samples, then one made from the
 // schema of each other op. Prints one line per sample, every wrong row, and
 // the ops no sample could be made for; exits 1 when a row is wrong or when

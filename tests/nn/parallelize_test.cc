@@ -237,7 +237,7 @@ TEST(ParallelizeTest, MlpColwiseRowwiseTrainsLikeOneDevice) {
 // say nothing about the order of that dim. The wrappers' global strides must
 // still agree on every rank: otherwise AccumulateGrad's layout check clones
 // (copy_, an all-gather) on some ranks only, and the ranks' next collectives
-// disagree (dtensor/tensor_impl.h global_strides_like).
+// disagree (dtensor/core/tensor_impl.h global_strides_like).
 TEST(ParallelizeTest, OneWideShards) {
   run_ranks(4, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});

@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
 // Random ops on DTensors equal the single-device op after the same seed
-// (dtensor/random.h), on every layout, exactly.
+// (dtensor/core/random.h), on every layout, exactly.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
