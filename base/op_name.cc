@@ -17,8 +17,8 @@ c10::OperatorName parse_op_name(std::string_view text, std::string_view what) {
   const bool well_formed = colons != std::string_view::npos && colons > 0 &&
                            colons + 2 < text.size() && text.find("::", colons + 2) == text.npos &&
                            dot != colons + 2 && (dot == text.npos || dot + 1 < text.size());
-  DTENSOR_CHECK(well_formed, what, ": expected an operator name like \"aten::add.Tensor\", found \"",
-                text, "\"");
+  DTENSOR_CHECK(well_formed, what,
+                ": expected an operator name like \"aten::add.Tensor\", found \"", text, "\"");
   return c10::OperatorName(std::string(text.substr(0, dot)),
                            dot == text.npos ? "" : std::string(text.substr(dot + 1)));
 }

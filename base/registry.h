@@ -137,8 +137,8 @@ class Registry {
 
 // Runs the block once, when the library or program defining it loads. The
 // one way built-in (and plugin) values join a registry.
-#define DTENSOR_REGISTER(name)                                                              \
-  static void dtensor_register_##name();                                                     \
-  [[maybe_unused]] static const bool dtensor_registered_##name = (dtensor_register_##name(), \
-                                                                  true);                     \
+#define DTENSOR_REGISTER(name)                                   \
+  static void dtensor_register_##name();                         \
+  [[maybe_unused]] static const bool dtensor_registered_##name = \
+      (dtensor_register_##name(), true);                         \
   static void dtensor_register_##name()

@@ -53,8 +53,8 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
-#include "benchmarks/bench_support.h"
 #include <dtensor/mesh/communicator.h>
+#include "benchmarks/bench_support.h"
 
 namespace dtensor {
 namespace {

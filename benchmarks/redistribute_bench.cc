@@ -83,12 +83,12 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
-#include "benchmarks/bench_support.h"
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/redistribute/planner.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/planner.h>
+#include "benchmarks/bench_support.h"
 
 namespace dtensor {
 namespace {

@@ -4,17 +4,17 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include <dtensor/autograd/layout_functions.h>
 #include <dtensor/base/check.h>
 #include <dtensor/mesh/communicator.h>
+#include <dtensor/placements/ragged.h>
+#include <dtensor/placements/replicate.h>
 #include <dtensor/redistribute/async_redistribute.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/planner.h>
-#include <dtensor/placements/ragged.h>
-#include <dtensor/placements/replicate.h>
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {

@@ -23,8 +23,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <dtensor/placements/spec.h>
 #include <dtensor/core/tensor_impl.h>
+#include <dtensor/placements/spec.h>
 
 namespace dtensor {
 

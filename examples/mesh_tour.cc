@@ -9,9 +9,9 @@
 
 #include <ATen/ATen.h>
 
-#include "absl/strings/str_join.h"
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
+#include "absl/strings/str_join.h"
 
 namespace {
 

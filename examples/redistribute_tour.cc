@@ -10,9 +10,9 @@
 #include <ATen/ATen.h>
 
 #include <dtensor/dtensor.h>
-#include <dtensor/redistribute/planner.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/planner.h>
 
 int main() {
   const at::Tensor global = at::arange(35, at::kFloat).reshape({7, 5});

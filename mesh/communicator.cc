@@ -8,9 +8,9 @@
 
 #include <ATen/ATen.h>
 
+#include <dtensor/base/check.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {

@@ -34,9 +34,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "absl/types/span.h"
 #include <dtensor/mesh/collective_costs.h>
 #include <dtensor/mesh/reduce_op.h>
+#include "absl/types/span.h"
 
 namespace dtensor {
 

@@ -5,11 +5,11 @@
 #include <numeric>
 #include <sstream>
 
+#include <dtensor/base/check.h>
+#include <dtensor/mesh/communicator.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_join.h"
-#include <dtensor/base/check.h>
-#include <dtensor/mesh/communicator.h>
 
 namespace dtensor {
 namespace {

@@ -17,9 +17,9 @@
 
 #include <ATen/ATen.h>
 
+#include <dtensor/base/check.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {
@@ -113,10 +113,10 @@ struct PostedCall {
   std::vector<int64_t> recv_numel;
   int64_t send_dim = -1;  // all_gather_along: the gathered dim; all_to_all_along: the cut ones
   int64_t recv_dim = -1;
-  std::vector<int64_t> output_shape;  // *_along calls
+  std::vector<int64_t> output_shape;   // *_along calls
   std::vector<at::Tensor> send_parts;  // exchange: the part for each rank
   std::vector<at::Tensor> recv_parts;  // exchange: the place for each rank's part
-  at::Tensor partial_result;          // all_reduce: the chunk this rank reduced
+  at::Tensor partial_result;           // all_reduce: the chunk this rank reduced
   int color = -1;
   int key = 0;
   std::shared_ptr<void> new_group;  // split: set by each new group's leader
@@ -650,8 +650,8 @@ void run_ranks(int world_size, const std::function<void(int rank)>& fn) {
   auto failure = std::make_shared<WorldFailure>();
   std::vector<int> world_ranks(world_size);
   std::iota(world_ranks.begin(), world_ranks.end(), 0);
-  auto group = std::make_shared<LocalGroup>(std::move(world_ranks), failure,
-                                            timeout_from_environment());
+  auto group =
+      std::make_shared<LocalGroup>(std::move(world_ranks), failure, timeout_from_environment());
   std::vector<std::exception_ptr> errors(world_size);
   std::vector<std::thread> threads;
   threads.reserve(world_size);

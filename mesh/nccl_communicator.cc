@@ -22,9 +22,9 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <dtensor/base/check.h>
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include <dtensor/base/check.h>
 
 namespace dtensor {
 namespace {

@@ -148,8 +148,8 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
     };
     return layout;
   }
-  const LayoutIndices indices =
-      restricted_indices(global_shape, mesh_shape, coordinate, normalized, layout.merged_leading_dims);
+  const LayoutIndices indices = restricted_indices(global_shape, mesh_shape, coordinate, normalized,
+                                                   layout.merged_leading_dims);
   const std::vector<int64_t> extents =
       LayoutIndices::extents(global_shape, layout.merged_leading_dims);
   for (size_t d = 0; d < indices.lists().size(); ++d) {
@@ -157,8 +157,7 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
     layout.global_offset.push_back(held.empty() ? extents[d] : held.front());
   }
-  std::call_once(layout.index_lists->once,
-                 [&] { layout.index_lists->lists = indices.lists(); });
+  std::call_once(layout.index_lists->once, [&] { layout.index_lists->lists = indices.lists(); });
   return layout;
 }
 

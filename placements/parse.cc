@@ -1,8 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/parse.h>
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include <dtensor/base/check.h>
@@ -234,9 +234,11 @@ Registry<PlacementParser>& placement_parsers() {
   static auto* registry = new Registry<PlacementParser>(
       "placement parser registry", Registry<PlacementParser>::PerKey::kOneValue,
       [](std::string_view what, std::string_view key) {
-        const bool identifier = std::all_of(key.begin(), key.end(), [](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-        }) && !std::isdigit(static_cast<unsigned char>(key.front()));
+        const bool identifier =
+            std::all_of(
+                key.begin(), key.end(),
+                [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
+            !std::isdigit(static_cast<unsigned char>(key.front()));
         DTENSOR_CHECK(identifier, what, ": expected a name like \"S\" or \"IS\", found \"", key,
                       "\"");
       });

@@ -83,4 +83,3 @@ PlacementPtr parse_placement(std::string_view text);
 std::vector<PlacementPtr> parse_placements(std::string_view text);
 
 }  // namespace dtensor
-

@@ -5,8 +5,8 @@
 #include <functional>
 #include <numeric>
 
-#include "absl/hash/hash.h"
 #include <dtensor/base/check.h>
+#include "absl/hash/hash.h"
 
 namespace dtensor {
 

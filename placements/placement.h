@@ -141,7 +141,8 @@ class Placement {
   // it splits (torch.chunk's Shard), that block for coordinate `r` of `n`;
   // nullopt otherwise (the default). Layouts made only of such placements
   // are computed from sizes, without index lists.
-  virtual std::optional<ChunkRange> block_of(int64_t /*length*/, int64_t /*n*/, int64_t /*r*/) const {
+  virtual std::optional<ChunkRange> block_of(int64_t /*length*/, int64_t /*n*/,
+                                             int64_t /*r*/) const {
     return std::nullopt;
   }
 

@@ -3,10 +3,10 @@
 
 #include <numeric>
 
-#include "absl/hash/hash.h"
-#include "absl/strings/str_join.h"
 #include <dtensor/base/check.h>
 #include <dtensor/placements/parse.h>
+#include "absl/hash/hash.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {

@@ -1,9 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/shard.h>
 
-#include "absl/hash/hash.h"
 #include <dtensor/base/check.h>
 #include <dtensor/placements/parse.h>
+#include "absl/hash/hash.h"
 
 namespace dtensor {
 

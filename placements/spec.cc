@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include <dtensor/base/check.h>
 #include "absl/base/call_once.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
-#include <dtensor/base/check.h>
 
 namespace dtensor {
 

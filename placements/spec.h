@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// placements/spec.h (<dtensor/placements/spec.h>): what a DTensor is, apart from its data: the mesh, one
-// placement per mesh dim, and the global shape and dtype.
+// placements/spec.h (<dtensor/placements/spec.h>): what a DTensor is, apart from its data: the
+// mesh, one placement per mesh dim, and the global shape and dtype.
 //
 // A spec is immutable and validated on construction (placements normalized,
 // one per mesh dim, shard dims in range, Ragged units matching the mesh). It

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "absl/hash/hash.h"
 #include <dtensor/base/check.h>
 #include <dtensor/placements/parse.h>
 #include <dtensor/placements/shard.h>
+#include "absl/hash/hash.h"
 
 namespace dtensor {
 
@@ -56,7 +56,9 @@ PlacementPtr parse_strided_shard(const PlacementArguments& arguments) {
   return StridedShard::make(arguments.integer(0, "dim"), split_factor);
 }
 
-DTENSOR_REGISTER(parse_strided_shard_spelling) { placement_parsers().add("SS", parse_strided_shard); }
+DTENSOR_REGISTER(parse_strided_shard_spelling) {
+  placement_parsers().add("SS", parse_strided_shard);
+}
 
 }  // namespace
 }  // namespace dtensor

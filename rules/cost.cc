@@ -13,8 +13,8 @@ double step_cost(StepKind kind, int64_t bytes, int64_t peers, const CollectiveCo
 double placement_change_cost(const Placement& from, const Placement& to, int64_t piece_bytes,
                              int64_t n, const CollectiveCosts& costs) {
   if (from == to) return 0;
-  const int64_t share = piece_bytes / n;         // one rank's part of a split piece
-  const int64_t others = piece_bytes - share;    // what a gather brings each rank
+  const int64_t share = piece_bytes / n;       // one rank's part of a split piece
+  const int64_t others = piece_bytes - share;  // what a gather brings each rank
   // Slicing a replicated tensor, or turning it into a Partial term.
   if (from.is_replicate()) return step_cost(StepKind::kLocalCopy, share, 0, costs);
   if (from.is_partial()) {

@@ -22,8 +22,7 @@
 
 namespace dtensor {
 
-using Decomposition =
-    std::function<void(const c10::OperatorHandle& op, torch::jit::Stack& stack)>;
+using Decomposition = std::function<void(const c10::OperatorHandle& op, torch::jit::Stack& stack)>;
 
 // Decompositions by operator name; one per op.
 Registry<Decomposition>& decompositions();

@@ -3,13 +3,13 @@
 
 #include <numeric>
 
-#include "absl/strings/str_join.h"
 #include <dtensor/base/check.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
 #include <dtensor/placements/strided_shard.h>
 #include <dtensor/rules/propagation.h>
 #include <dtensor/rules/roles.h>
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {

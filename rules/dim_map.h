@@ -1,8 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/dim_map.h (<dtensor/rules/dim_map.h>): the strategy builder for views and selections whose output
-// dims each come from one input dim (transpose, permute, unsqueeze, select,
-// slice, split, expand...), and for reshapes (view, _unsafe_view).
+// rules/dim_map.h (<dtensor/rules/dim_map.h>): the strategy builder for views and selections whose
+// output dims each come from one input dim (transpose, permute, unsqueeze, select, slice, split,
+// expand...), and for reshapes (view, _unsafe_view).
 //
 // A `DimMap` says, for each dim of the first input, which output dim holds
 // it, or kConsumed when the op cuts, selects or expands along it (such a dim

@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_split.h"
 #include <dtensor/base/check.h>
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/rules/roles.h>
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_split.h"
 
 namespace dtensor {
 namespace {
@@ -32,13 +32,14 @@ Equation parse_equation(std::string_view text) {
     for (char c : letters) {
       DTENSOR_CHECK(c >= 'a' && c <= 'z', "einsum rule \"", text,
                     "\": expected lowercase letters, found '", std::string(1, c), "'");
-      DTENSOR_CHECK(letters.find(c) == letters.rfind(c), "einsum rule \"", text,
-                    "\": letter '", std::string(1, c), "' repeats within one operand");
+      DTENSOR_CHECK(letters.find(c) == letters.rfind(c), "einsum rule \"", text, "\": letter '",
+                    std::string(1, c), "' repeats within one operand");
     }
   }
   for (char c : eq.output) {
     bool found = false;
-    for (const std::string& letters : eq.inputs) found = found || letters.find(c) != std::string::npos;
+    for (const std::string& letters : eq.inputs)
+      found = found || letters.find(c) != std::string::npos;
     DTENSOR_CHECK(found, "einsum rule \"", text, "\": output letter '", std::string(1, c),
                   "' is in no input");
   }
@@ -86,11 +87,10 @@ class EinsumStrategy {
                   ": its einsum rule expects ", eq_.inputs.size() + offset(),
                   " tensor inputs, found ", call.num_inputs());
     for (size_t i = 0; i < eq_.inputs.size(); ++i) {
-      DTENSOR_CHECK(call.input(i + offset()).spec->ndim() ==
-                        static_cast<int64_t>(eq_.inputs[i].size()),
-                    call.op_name(), ": operand ", i, " of its einsum rule has dims \"",
-                    eq_.inputs[i], "\", found a ", call.input(i + offset()).spec->ndim(),
-                    "-D tensor");
+      DTENSOR_CHECK(
+          call.input(i + offset()).spec->ndim() == static_cast<int64_t>(eq_.inputs[i].size()),
+          call.op_name(), ": operand ", i, " of its einsum rule has dims \"", eq_.inputs[i],
+          "\", found a ", call.input(i + offset()).spec->ndim(), "-D tensor");
     }
   }
 

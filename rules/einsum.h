@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/einsum.h (<dtensor/rules/einsum.h>): the strategy builder for contractions written as einsum
-// strings ("bmk,bkn->bmn").
+// rules/einsum.h (<dtensor/rules/einsum.h>): the strategy builder for contractions written as
+// einsum strings ("bmk,bkn->bmn").
 //
 // Per mesh dim, for every letter split on some operand: a letter kept in the
 // output passes the split through (RuleRole::kPassThrough) to every operand

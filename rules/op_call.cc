@@ -1,9 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/rules/op_call.h>
 
-#include "absl/strings/str_cat.h"
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
+#include "absl/strings/str_cat.h"
 
 namespace dtensor {
 

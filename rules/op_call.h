@@ -24,8 +24,8 @@
 namespace dtensor {
 
 struct TensorInput {
-  size_t argument = 0;     // index in the schema's arguments
-  int64_t list_index = -1; // position inside a Tensor[] argument, else -1
+  size_t argument = 0;      // index in the schema's arguments
+  int64_t list_index = -1;  // position inside a Tensor[] argument, else -1
   DTensorSpecPtr spec;
   bool is_dtensor = false;
 };

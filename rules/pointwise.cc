@@ -109,9 +109,11 @@ bool conversions_keep_partials(const OpCall& call) {
 
 void add_partial_rows(const OpCall& call, int64_t m, Linearity linearity,
                       std::vector<ShardingRow>& rows) {
-  const size_t operands = call.num_inputs() - std::count_if(
-      call.inputs().begin(), call.inputs().end(),
-      [&](const TensorInput& in) { return is_out_argument(call, &in - call.inputs().data()); });
+  const size_t operands =
+      call.num_inputs() -
+      std::count_if(call.inputs().begin(), call.inputs().end(), [&](const TensorInput& in) {
+        return is_out_argument(call, &in - call.inputs().data());
+      });
   auto all = [&](ReduceOp op) {
     const PlacementPtr p = Partial::make(op);
     rows.push_back(partial_row(call, p, [&](size_t) { return p; }));

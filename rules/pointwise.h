@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/pointwise.h (<dtensor/rules/pointwise.h>): the strategy builder for elementwise operators, with
-// broadcasting and Partial linearity.
+// rules/pointwise.h (<dtensor/rules/pointwise.h>): the strategy builder for elementwise operators,
+// with broadcasting and Partial linearity.
 //
 // On each mesh dim, an elementwise op keeps any split of an output dim that
 // every operand holding that dim (not broadcast) splits identically

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "absl/strings/str_cat.h"
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
 #include <dtensor/placements/layout.h>
@@ -14,6 +13,7 @@
 #include <dtensor/rules/cost.h>
 #include <dtensor/rules/roles.h>
 #include <dtensor/rules/tensor_arguments.h>
+#include "absl/strings/str_cat.h"
 
 namespace dtensor {
 namespace {
@@ -100,8 +100,11 @@ struct Choice {
 class Engine {
  public:
   Engine(const OpCall& call, const PropagationOptions& options)
-      : call_(call), options_(options), name_(call.op_name()),
-        strategies_(strategies().find(name_)), costs_(call.mesh().collective_costs()) {}
+      : call_(call),
+        options_(options),
+        name_(call.op_name()),
+        strategies_(strategies().find(name_)),
+        costs_(call.mesh().collective_costs()) {}
 
   // Only the given rows, one per mesh dim.
   std::unique_ptr<Propagation> run_rows(const std::vector<ShardingRow>& rows) {
@@ -171,8 +174,9 @@ class Engine {
       // its local kernel, which runs for every layout).
       ShardingRow replicate = replicate_row(call_);
       if (!offers(rows_[m], replicate)) add_row(m, std::move(replicate));
-      std::stable_sort(rows_[m].begin(), rows_[m].end(),
-                       [](const CandidateRow& a, const CandidateRow& b) { return a.cost < b.cost; });
+      std::stable_sort(
+          rows_[m].begin(), rows_[m].end(),
+          [](const CandidateRow& a, const CandidateRow& b) { return a.cost < b.cost; });
     }
   }
 
@@ -194,9 +198,9 @@ class Engine {
   void add_row(int64_t m, ShardingRow row) {
     DTENSOR_CHECK(row.inputs.size() == call_.num_inputs() &&
                       row.outputs.size() == call_.schema().returns().size(),
-                  name_, ": a strategy row must give ", call_.num_inputs(),
-                  " input and ", call_.schema().returns().size(), " output placements, found ",
-                  row.inputs.size(), " and ", row.outputs.size());
+                  name_, ": a strategy row must give ", call_.num_inputs(), " input and ",
+                  call_.schema().returns().size(), " output placements, found ", row.inputs.size(),
+                  " and ", row.outputs.size());
     if (!updates_layout_in_place() && !keeps_written_arguments(m, row)) return;
     CandidateRow candidate{std::move(row), 0};
     for (size_t i = 0; i < call_.num_inputs(); ++i) {
@@ -313,9 +317,8 @@ class Engine {
           std::vector<PlacementPtr> placements;
           for (const CandidateRow* row : choice.rows) placements.push_back(row->row.outputs[j]);
           const auto& shape = shapes_[ret.first_output + k];
-          result->output_placements.push_back(
-              normalize_placements(placements, static_cast<int64_t>(shape.size()),
-                                   call_.mesh().shape()));
+          result->output_placements.push_back(normalize_placements(
+              placements, static_cast<int64_t>(shape.size()), call_.mesh().shape()));
         }
       }
     } catch (const Error& e) {
@@ -335,8 +338,8 @@ class Engine {
     for (size_t i = 0; i < call_.num_inputs(); ++i) {
       const DTensorSpec& from = *call_.input(i).spec;
       const DTensorSpec& to = *result.input_targets[i];
-      DTENSOR_CHECK(same_placements(from.placements(), to.placements()), "strict mode: ",
-                    name_, " would redistribute input ", i, " from [",
+      DTENSOR_CHECK(same_placements(from.placements(), to.placements()), "strict mode: ", name_,
+                    " would redistribute input ", i, " from [",
                     placements_to_string(from.placements()), "] to [",
                     placements_to_string(to.placements()), "]");
     }

@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "absl/hash/hash.h"
 #include <dtensor/base/registry.h>
+#include "absl/hash/hash.h"
 
 namespace dtensor {
 namespace {
@@ -86,8 +86,9 @@ bool PropagationKey::encode(const c10::IValue& value, SpecOfTensor spec_of) {
                                  value.toDevice().index()});
   } else if (value.isGenerator()) {
     // Identity only: another generator is another key.
-    words_.insert(words_.end(), {kGenerator, reinterpret_cast<intptr_t>(
-                                                 value.toGenerator().unsafeGetGeneratorImpl())});
+    words_.insert(
+        words_.end(),
+        {kGenerator, reinterpret_cast<intptr_t>(value.toGenerator().unsafeGetGeneratorImpl())});
   } else if (value.isList()) {
     const auto elements = value.toListRef();
     words_.insert(words_.end(), {kList, static_cast<int64_t>(elements.size())});

@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/propagation_cache.h (<dtensor/rules/propagation_cache.h>): propagation results cached per (operator,
-// input specs, non-tensor arguments).
+// rules/propagation_cache.h (<dtensor/rules/propagation_cache.h>): propagation results cached per
+// (operator, input specs, non-tensor arguments).
 //
 // The key holds the op, the spec of every DTensor argument, and an exact
 // encoding of everything else in the call: every scalar, int list, string,
@@ -21,9 +21,9 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <dtensor/rules/propagation.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
-#include <dtensor/rules/propagation.h>
 
 namespace dtensor {
 
@@ -37,8 +37,8 @@ class PropagationKey {
   // The key of a call, or nullopt when an argument cannot be encoded exactly.
   // `mode_bits` distinguishes dispatch modes that change the result.
   static std::optional<PropagationKey> of(const c10::OperatorHandle& op,
-                                          c10::ArrayRef<c10::IValue> arguments,
-                                          uint64_t mode_bits, SpecOfTensor spec_of);
+                                          c10::ArrayRef<c10::IValue> arguments, uint64_t mode_bits,
+                                          SpecOfTensor spec_of);
 
   friend bool operator==(const PropagationKey& a, const PropagationKey& b);
   template <typename H>

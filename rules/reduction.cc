@@ -72,12 +72,12 @@ bool every_shard_nonempty(const OpCall& call, int64_t dim) {
   return spec.min_local_sizes()[local_dim] > 0;
 }
 
-PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placement& p,
-                           int64_t dim, const std::vector<bool>& reduced) {
+PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placement& p, int64_t dim,
+                           const std::vector<bool>& reduced) {
   const int64_t merged = std::max<int64_t>(p.merged_leading_dims(), 1);
   // A Ragged split covers its merged leading dims: all of them must go.
-  const bool all_reduced = std::all_of(reduced.begin() + dim, reduced.begin() + dim + merged,
-                                       [](bool b) { return b; });
+  const bool all_reduced =
+      std::all_of(reduced.begin() + dim, reduced.begin() + dim + merged, [](bool b) { return b; });
   if (!reduced[dim]) {
     bool leading_kept = true;
     int64_t out_dim = dim;
@@ -87,8 +87,8 @@ PlacementPtr reduced_split(const OpCall& call, const Reduction& r, const Placeme
     }
     return move_for_role(p, RuleRole::kPassThrough, out_dim, leading_kept || merged <= 1);
   }
-  const std::optional<ReduceOp> gives = r.mean ? std::optional<ReduceOp>(ReduceOp::kSum)
-                                               : r.split_gives;
+  const std::optional<ReduceOp> gives =
+      r.mean ? std::optional<ReduceOp>(ReduceOp::kSum) : r.split_gives;
   const bool norm = r.norm_order_argument.has_value();
   if ((!gives && !norm) || !all_reduced || !p.fills_role(RuleRole::kContraction)) return nullptr;
   if (norm) return Replicate::make();  // the op's kernel combines the parts

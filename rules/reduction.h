@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// rules/reduction.h (<dtensor/rules/reduction.h>): the strategy builder for reductions over some dims.
+// rules/reduction.h (<dtensor/rules/reduction.h>): the strategy builder for reductions over some
+// dims.
 //
 // Dims that are not reduced pass any split through (RuleRole::kPassThrough),
 // renumbered when keepdim is false. A split of a reduced dim

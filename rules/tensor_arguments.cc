@@ -15,9 +15,8 @@ bool is_optional_tensor_list(const c10::IValue& value) {
 
 }  // namespace
 
-void for_each_tensor_argument(
-    c10::ArrayRef<c10::IValue> arguments,
-    const std::function<void(const at::Tensor&, size_t, int64_t)>& fn) {
+void for_each_tensor_argument(c10::ArrayRef<c10::IValue> arguments,
+                              const std::function<void(const at::Tensor&, size_t, int64_t)>& fn) {
   for (size_t a = 0; a < arguments.size(); ++a) {
     const c10::IValue& value = arguments[a];
     if (value.isTensor()) {

@@ -7,9 +7,9 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/compat.h>
-#include <dtensor/redistribute/planner.h>
 #include <dtensor/core/tensor_impl.h>
 #include <dtensor/placements/replicate.h>
+#include <dtensor/redistribute/planner.h>
 
 namespace dtensor {
 namespace {

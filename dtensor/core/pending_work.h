@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/core/pending_work.h (<dtensor/core/pending_work.h>): device work an async redistribute left
-// running, attached to the DTensors it reads and writes.
+// dtensor/core/pending_work.h (<dtensor/core/pending_work.h>): device work an async redistribute
+// left running, attached to the DTensors it reads and writes.
 //
 // `redistribute(placements, {.async_op = true})` on a CUDA mesh returns while
 // its collectives still run on a side stream. The result, and the source it

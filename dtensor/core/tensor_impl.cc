@@ -6,8 +6,8 @@
 
 #include <c10/util/strides.h>
 
-#include "absl/strings/str_join.h"
 #include <dtensor/base/check.h>
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 DTensorImpl::DTensorImpl(at::Tensor local, DTensorSpecPtr spec)
@@ -50,8 +50,7 @@ template <typename Version>
 c10::intrusive_ptr<c10::TensorImpl> DTensorImpl::detached_copy(
     Version&& version_counter, bool allow_tensor_metadata_change) const {
   auto copy = c10::make_intrusive<DTensorImpl>(local_, spec_);
-  c10::TensorImpl::copy_tensor_metadata(this, copy.get(),
-                                        std::forward<Version>(version_counter),
+  c10::TensorImpl::copy_tensor_metadata(this, copy.get(), std::forward<Version>(version_counter),
                                         allow_tensor_metadata_change);
   copy->set_pending(pending());  // autograd's detached copies wait too
   copy->inherit_copied_view(*this);

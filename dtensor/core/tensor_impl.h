@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/core/tensor_impl.h (<dtensor/core/tensor_impl.h>): the TensorImpl that makes a DTensor an at::Tensor.
+// dtensor/core/tensor_impl.h (<dtensor/core/tensor_impl.h>): the TensorImpl that makes a DTensor an
+// at::Tensor.
 //
 // A `DTensorImpl` holds the calling rank's local shard and the spec, and
 // reports the *global* sizes, strides, dtype and the local shard's device. It

@@ -6,12 +6,12 @@
 #include <memory>
 #include <mutex>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
-#include <dtensor/dispatch/op_runner.h>
 #include <dtensor/core/tensor_impl.h>
+#include <dtensor/dispatch/op_runner.h>
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 
 namespace dtensor {
 namespace {
@@ -39,8 +39,8 @@ torch::Library& library_for(const std::string& ns) {
   absl::MutexLock lock(&mutex);
   auto& slot = (*libraries)[ns];
   if (!slot) {
-    slot = std::make_unique<torch::Library>(torch::Library::IMPL, ns, kDTensorDispatchKey,
-                                            __FILE__, __LINE__);
+    slot = std::make_unique<torch::Library>(torch::Library::IMPL, ns, kDTensorDispatchKey, __FILE__,
+                                            __LINE__);
   }
   return *slot;
 }
@@ -94,10 +94,12 @@ uint64_t dispatch_mode_bits() { return tls_mode_bits; }
 void register_dtensor_kernel(std::string_view op_name) {
   const c10::OperatorName name = parse_op_name(op_name, "register_dtensor_kernel");
   auto op = c10::Dispatcher::singleton().findOp(name);
-  DTENSOR_CHECK(op.has_value(), "register_dtensor_kernel: expected a registered operator, found "
-                "no \"", op_name, "\"");
-  DTENSOR_CHECK(!op->hasKernelForDispatchKey(kDTensorDispatchKey),
-                "register_dtensor_kernel: \"", op_name, "\" already reaches the DTensor kernel");
+  DTENSOR_CHECK(op.has_value(),
+                "register_dtensor_kernel: expected a registered operator, found "
+                "no \"",
+                op_name, "\"");
+  DTENSOR_CHECK(!op->hasKernelForDispatchKey(kDTensorDispatchKey), "register_dtensor_kernel: \"",
+                op_name, "\" already reaches the DTensor kernel");
   register_kernel(name);
 }
 

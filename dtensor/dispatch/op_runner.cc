@@ -5,22 +5,20 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
-#include <dtensor/redistribute/planner.h>
 #include <dtensor/core/tensor_impl.h>
 #include <dtensor/placements/replicate.h>
+#include <dtensor/redistribute/planner.h>
 #include <dtensor/rules/propagation_cache.h>
 #include <dtensor/rules/tensor_arguments.h>
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {
 
-std::string op_name_of(const c10::OperatorHandle& op) {
-  return op_name_string(op.operator_name());
-}
+std::string op_name_of(const c10::OperatorHandle& op) { return op_name_string(op.operator_name()); }
 
 }  // namespace
 
@@ -41,8 +39,8 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
     if (input.is_dtensor) {
       input.spec = dtensor_impl(t)->spec();
     } else {
-      DTENSOR_CHECK(t.dim() == 0 || modes.implicit_replication, op_name_of(op),
-                    ": argument ", a, " is a plain tensor of shape [", absl::StrJoin(t.sizes(), ", "),
+      DTENSOR_CHECK(t.dim() == 0 || modes.implicit_replication, op_name_of(op), ": argument ", a,
+                    " is a plain tensor of shape [", absl::StrJoin(t.sizes(), ", "),
                     "] mixed with DTensors; expected a DTensor or a 0-dim scalar (distribute it ",
                     "first, or opt into dtensor::ScopedImplicitReplication)");
       input.spec = std::make_shared<const DTensorSpec>(
@@ -65,8 +63,8 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
     return t;
   }
   const DTensorSpecPtr source =
-      plain ? std::make_shared<const DTensorSpec>(target->with_placements(std::vector<PlacementPtr>(
-                  target->placements().size(), Replicate::make())))
+      plain ? std::make_shared<const DTensorSpec>(target->with_placements(
+                  std::vector<PlacementPtr>(target->placements().size(), Replicate::make())))
             : dtensor_impl(t)->spec();
   const at::Tensor& local = plain ? t : dtensor_impl(t)->local();
   if (source == target) return local;
@@ -87,9 +85,9 @@ at::Tensor wrap(const c10::OperatorHandle& op, const Propagation& p, size_t k,
                 const at::Tensor& local, const DeviceMesh& mesh) {
   if (!local.defined()) return local;  // an output the op was asked not to compute
   const DTensorSpecPtr& spec = p.output_spec(k, local.scalar_type(), mesh);
-  DTENSOR_CHECK(local.sizes() == c10::IntArrayRef(spec->local_layout().local_shape),
-                op_name_of(op), ": output ", k, " laid out as [",
-                placements_to_string(spec->placements()), "] needs a local shard of shape [",
+  DTENSOR_CHECK(local.sizes() == c10::IntArrayRef(spec->local_layout().local_shape), op_name_of(op),
+                ": output ", k, " laid out as [", placements_to_string(spec->placements()),
+                "] needs a local shard of shape [",
                 absl::StrJoin(spec->local_layout().local_shape, ", "),
                 "], but the local op produced [", absl::StrJoin(local.sizes(), ", "),
                 "] (a wrong sharding rule?)");
@@ -171,7 +169,8 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                      const DispatchModes& modes, uint64_t mode_bits) {
   const size_t num_arguments = op.schema().arguments().size();
   const c10::ArrayRef<c10::IValue> arguments(&*(stack.end() - num_arguments), num_arguments);
-  std::optional<PropagationKey> key = PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);
+  std::optional<PropagationKey> key =
+      PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);
   PropagationCache& cache = PropagationCache::for_this_thread();
   const Propagation* propagation = key ? cache.find(*key) : nullptr;
   std::unique_ptr<Propagation> uncached;

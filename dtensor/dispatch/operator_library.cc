@@ -34,7 +34,6 @@ void embedding_backward_for_layout(const c10::OperatorHandle&, c10::DispatchKeyS
 }  // namespace
 }  // namespace dtensor
 
-
 TORCH_LIBRARY(dtensor, m) {
   m.def(
       "embedding_backward_for_layout(Tensor grad, Tensor indices, int num_weights, "
@@ -51,4 +50,3 @@ TORCH_LIBRARY_IMPL(dtensor, CUDA, m) {
   m.impl("embedding_backward_for_layout",
          torch::CppFunction::makeFromBoxedFunction<&dtensor::embedding_backward_for_layout>());
 }
-

@@ -9,8 +9,8 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/redistribute/planner.h>
 #include <dtensor/placements/replicate.h>
+#include <dtensor/redistribute/planner.h>
 
 namespace dtensor::nn {
 namespace {

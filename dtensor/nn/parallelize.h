@@ -71,9 +71,9 @@
 
 #include <torch/nn/module.h>
 
+#include <dtensor/mesh/device_mesh.h>
 #include <dtensor/nn/module_parameters.h>
 #include <dtensor/nn/parallel_style.h>
-#include <dtensor/mesh/device_mesh.h>
 #include <dtensor/placements/placement.h>
 
 namespace dtensor::nn {

@@ -5,8 +5,8 @@
 
 #include <ATen/ATen.h>
 
-#include "absl/container/flat_hash_map.h"
 #include <dtensor/base/check.h>
+#include "absl/container/flat_hash_map.h"
 
 namespace dtensor::redistribute_internal {
 namespace {
@@ -161,7 +161,8 @@ std::vector<std::vector<int64_t>> merged_lists(const LocalLayout& layout,
   }
   std::vector<std::vector<int64_t>> lists(1, std::vector<int64_t>(rows));
   std::iota(lists[0].begin(), lists[0].end(), int64_t{0});
-  lists.insert(lists.end(), layout.global_indices().begin() + merged, layout.global_indices().end());
+  lists.insert(lists.end(), layout.global_indices().begin() + merged,
+               layout.global_indices().end());
   return lists;
 }
 

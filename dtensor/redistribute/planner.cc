@@ -7,14 +7,14 @@
 #include <queue>
 #include <sstream>
 
+#include <dtensor/base/check.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/redistribute/cross_step.h>
+#include <dtensor/rules/cost.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
-#include <dtensor/base/check.h>
-#include <dtensor/redistribute/collective_counter.h>
-#include <dtensor/redistribute/cross_step.h>
-#include <dtensor/placements/replicate.h>
-#include <dtensor/rules/cost.h>
 
 namespace dtensor {
 namespace {
@@ -76,9 +76,9 @@ bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
 // The cost model's price of one step (rules/cost.h).
 double transition_cost(const Transition& transition, const StepContext& context, int64_t bytes,
                        const CollectiveCosts& costs) {
-  const StepKind kind = !transition.communicates()                   ? StepKind::kLocalCopy
+  const StepKind kind = !transition.communicates()                  ? StepKind::kLocalCopy
                         : transition.collective() == "all_to_all_v" ? StepKind::kAllToAll
-                                                                     : StepKind::kCollective;
+                                                                    : StepKind::kCollective;
   return step_cost(kind, bytes, transition.peers(context), costs);
 }
 
@@ -167,8 +167,8 @@ class Planner {
               return std::nullopt;
             }
             const int64_t bytes = transition.bytes(context);
-            return Costed{bytes,
-                          transition_cost(transition, context, bytes, from->mesh().collective_costs())};
+            return Costed{bytes, transition_cost(transition, context, bytes,
+                                                 from->mesh().collective_costs())};
           };
           if (std::optional<PlannedStep> step = make_step(from, after, first, last, cost_of)) {
             steps.push_back(std::move(*step));
@@ -219,8 +219,7 @@ class Planner {
     // The exchange, plus the copy of the rank's own piece (without the local
     // step's fixed cost, which the exchange's latency covers).
     return step_cost(StepKind::kAllToAll, exchange.max_bytes, exchange.max_peers, costs) +
-           step_cost(StepKind::kLocalCopy, exchange.max_own_bytes, 0, costs) -
-           costs.local_step_us;
+           step_cost(StepKind::kLocalCopy, exchange.max_own_bytes, 0, costs) - costs.local_step_us;
   }
 
   // Whether going from `state` to `goal` changes nothing outside [first,
@@ -349,7 +348,6 @@ PlanCache& plan_cache() {
 
 }  // namespace
 
-
 int64_t RedistributePlan::collectives() const {
   int64_t count = 0;
   for (const PlannedStep& step : steps) count += step.transition->communicates() ? 1 : 0;
@@ -404,7 +402,7 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source,
     auto alias = std::make_unique<RedistributePlan>(*plan);
     plan = alias.get();
     plans.emplace(PlanKey{std::make_shared<const DTensorSpec>(source), target_placements},
-                       std::move(alias));
+                  std::move(alias));
   }
   return *plan;
 }

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include <dtensor/redistribute/transition.h>
 #include <dtensor/placements/spec.h>
+#include <dtensor/redistribute/transition.h>
 
 namespace dtensor {
 
@@ -66,6 +66,5 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source,
 
 // Runs `plan` on the calling rank's local tensor of `plan`'s source spec.
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
-
 
 }  // namespace dtensor

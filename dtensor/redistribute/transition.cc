@@ -92,8 +92,7 @@ void check_placement_pair(std::string_view what, std::string_view key) {
   const size_t arrow = key.find("->");
   DTENSOR_CHECK(arrow != std::string_view::npos && arrow > 0 && arrow + 2 < key.size() &&
                     key.find("->", arrow + 2) == std::string_view::npos,
-                what, ": expected a placement pair like \"S->R\" or \"*->R\", found \"", key,
-                "\"");
+                what, ": expected a placement pair like \"S->R\" or \"*->R\", found \"", key, "\"");
 }
 
 using Candidates = std::vector<std::shared_ptr<const Transition>>;
@@ -105,9 +104,8 @@ Candidates candidates_for(const std::string& from, const std::string& to) {
   for (const std::string& key : {from + "->" + to, from + "->*", "*->" + to, std::string("*->*")}) {
     if (auto found = transitions().find(key)) out.insert(out.end(), found->begin(), found->end());
   }
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a->priority() < b->priority();
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a->priority() < b->priority(); });
   return out;
 }
 

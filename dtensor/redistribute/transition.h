@@ -33,8 +33,8 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/registry.h>
-#include <dtensor/placements/spec.h>
 #include <dtensor/mesh/communicator.h>
+#include <dtensor/placements/spec.h>
 
 namespace dtensor {
 
@@ -145,4 +145,3 @@ std::shared_ptr<const Transition> find_transition(const StepContext& step);
 bool single_rank_groups_communicate();
 
 }  // namespace dtensor
-

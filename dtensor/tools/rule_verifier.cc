@@ -10,18 +10,18 @@
 #include <mutex>
 #include <set>
 
-#include "absl/strings/str_cat.h"
 #include <dtensor/base/check.h>
+#include <dtensor/base/op_name.h>
+#include <dtensor/core/random.h>
 #include <dtensor/dispatch/op_runner.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/core/random.h>
 #include <dtensor/placements/placements.h>
-#include <dtensor/base/op_name.h>
 #include <dtensor/redistribute/reduce_terms.h>
 #include <dtensor/rules/decomposition.h>
 #include <dtensor/rules/propagation.h>
 #include <dtensor/rules/strategy.h>
 #include <dtensor/rules/tensor_arguments.h>
+#include "absl/strings/str_cat.h"
 
 namespace dtensor {
 namespace {
@@ -110,12 +110,11 @@ at::Tensor lay_out(const at::Tensor& t, const DeviceMesh& mesh, const PlacementP
 }
 
 // The sample's arguments with tensor k laid out as `layouts[k]`.
-std::vector<c10::IValue> laid_out(const std::vector<c10::IValue>& arguments,
-                                  const DeviceMesh& mesh,
+std::vector<c10::IValue> laid_out(const std::vector<c10::IValue>& arguments, const DeviceMesh& mesh,
                                   const std::vector<PlacementPtr>& layouts) {
   size_t k = 0;
-  return map_tensor_arguments(
-      arguments, [&](const at::Tensor& t) { return lay_out(t, mesh, layouts[k++]); });
+  return map_tensor_arguments(arguments,
+                              [&](const at::Tensor& t) { return lay_out(t, mesh, layouts[k++]); });
 }
 
 // The sample's arguments with every tensor cloned (in-place ops write).
@@ -251,7 +250,8 @@ bool same_value(const c10::IValue& got, const c10::IValue& want, bool values_uns
     }
     return true;
   }
-  if (want.isDouble() || want.isInt()) return got.toScalar().toDouble() == want.toScalar().toDouble();
+  if (want.isDouble() || want.isInt())
+    return got.toScalar().toDouble() == want.toScalar().toDouble();
   if (want.isBool()) return got.isBool() && got.toBool() == want.toBool();
   return true;
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// dtensor/tools/rule_verifier.h (<dtensor/tools/rule_verifier.h>, dtensor::tools): checks sharding rules against the
-// single-device result.
+// dtensor/tools/rule_verifier.h (<dtensor/tools/rule_verifier.h>, dtensor::tools): checks sharding
+// rules against the single-device result.
 //
 // For a sample call of an op (global plain tensors and other arguments), the
 // verifier asks every rule of the op for its rows under many probe layouts

@@ -17,12 +17,12 @@
 #include <set>
 
 #include <dtensor/base/compat.h>
-#include <dtensor/tools/rule_verifier.h>
-#include <dtensor/tools/sample_values.h>
 #include <dtensor/base/op_name.h>
 #include <dtensor/rules/decomposition.h>
 #include <dtensor/rules/strategy.h>
 #include <dtensor/rules/tensor_arguments.h>
+#include <dtensor/tools/rule_verifier.h>
+#include <dtensor/tools/sample_values.h>
 
 namespace dtensor {
 namespace {

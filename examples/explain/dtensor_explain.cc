@@ -32,16 +32,16 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include <dtensor/base/check.h>
-#include <dtensor/redistribute/planner.h>
-#include <dtensor/placements/spec.h>
-#include "examples/explain/args.h"
-#include "examples/explain/format.h"
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/placements/spec.h>
+#include <dtensor/redistribute/planner.h>
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "examples/explain/args.h"
+#include "examples/explain/format.h"
 
 namespace dtensor_explain {
 namespace {

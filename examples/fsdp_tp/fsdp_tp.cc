@@ -5,8 +5,8 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
 
 namespace dtensor::examples {
 namespace {

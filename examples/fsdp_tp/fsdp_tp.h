@@ -27,9 +27,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <dtensor/mesh/device_mesh.h>
 #include "examples/fsdp_tp/fsdp_tp_layout.h"
 #include "examples/mlp/mlp.h"
-#include <dtensor/mesh/device_mesh.h>
 
 namespace dtensor::examples {
 

@@ -8,9 +8,9 @@
 #include <atomic>
 #include <cstdio>
 
+#include <dtensor/mesh/local_communicator.h>
 #include "examples/fsdp_tp/fsdp_tp.h"
 #include "examples/support/one_device.h"
-#include <dtensor/mesh/local_communicator.h>
 
 namespace {
 

@@ -76,7 +76,9 @@ PlacementPtr parse_interleaved_shard(const PlacementArguments& arguments) {
   return InterleavedShard::make(arguments.integer(0, "dim"), interleave);
 }
 
-DTENSOR_REGISTER(parse_interleaved_shard_spelling) { placement_parsers().add("IS", parse_interleaved_shard); }
+DTENSOR_REGISTER(parse_interleaved_shard_spelling) {
+  placement_parsers().add("IS", parse_interleaved_shard);
+}
 
 }  // namespace
 }  // namespace dtensor

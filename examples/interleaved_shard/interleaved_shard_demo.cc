@@ -20,12 +20,12 @@
 #include <ATen/ATen.h>
 
 #include <dtensor/dtensor.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/redistribute/planner.h>
 #include "interleaved_shard.h"
 #include "merged_qkv.h"
-#include <dtensor/mesh/local_communicator.h>
-#include <dtensor/placements/placements.h>
 
 namespace {
 

@@ -14,13 +14,13 @@
 #include <optional>
 #include <vector>
 
-#include "interleaved_shard.h"
 #include <dtensor/placements/shard.h>
 #include <dtensor/rules/local_kernel.h>
 #include <dtensor/rules/propagation.h>
 #include <dtensor/rules/registration.h>
 #include <dtensor/rules/roles.h>
 #include <dtensor/rules/strategy.h>
+#include "interleaved_shard.h"
 
 namespace dtensor {
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <dtensor/mesh/local_communicator.h>
 #include "examples/ragged_optimizer/ragged_optimizer.h"
 #include "examples/support/one_device.h"
-#include <dtensor/mesh/local_communicator.h>
 
 namespace {
 

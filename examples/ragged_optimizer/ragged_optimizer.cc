@@ -6,10 +6,10 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
+#include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include "examples/ragged_optimizer/newton_schulz.h"
 #include "examples/support/one_device.h"
-#include <dtensor/placements/placements.h>
 
 namespace dtensor::examples {
 namespace {

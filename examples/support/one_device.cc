@@ -5,8 +5,8 @@
 
 #include <ATen/ATen.h>
 
-#include <dtensor/dtensor.h>
 #include <dtensor/core/tensor_impl.h>
+#include <dtensor/dtensor.h>
 
 namespace dtensor::examples {
 namespace {

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstdio>
 
+#include <dtensor/mesh/local_communicator.h>
 #include "examples/support/one_device.h"
 #include "examples/tp_mlp/tp_mlp.h"
-#include <dtensor/mesh/local_communicator.h>
 
 namespace {
 
@@ -31,10 +31,11 @@ int main() {
                   mesh.to_string().c_str());
       for (size_t i = 0; i < steps.size(); ++i) {
         const auto& s = steps[i];
-        std::printf("  step %zu: loss %.6f (one device %.6f)  max |grad diff| %.2e  output [%s]  "
-                    "w1.grad [%s]\n",
-                    i, s.loss, s.reference_loss, s.max_grad_diff, s.output_placements.c_str(),
-                    s.weight_grad_placements.c_str());
+        std::printf(
+            "  step %zu: loss %.6f (one device %.6f)  max |grad diff| %.2e  output [%s]  "
+            "w1.grad [%s]\n",
+            i, s.loss, s.reference_loss, s.max_grad_diff, s.output_placements.c_str(),
+            s.weight_grad_placements.c_str());
         if (!dtensor::examples::step_agrees(s, kDiffTolerance)) agree = false;
       }
     }

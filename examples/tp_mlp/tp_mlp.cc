@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 
 #include <dtensor/dtensor.h>
-#include "examples/mlp/mlp.h"
 #include <dtensor/placements/placements.h>
+#include "examples/mlp/mlp.h"
 
 namespace dtensor::examples {
 

@@ -32,10 +32,10 @@ struct TpMlpOptions {
 };
 
 struct TpMlpStep {
-  double loss = 0;              // distributed
-  double reference_loss = 0;    // one device
-  double max_grad_diff = 0;     // largest |grad - reference grad| over parameters
-  double max_param_diff = 0;    // after the update
+  double loss = 0;            // distributed
+  double reference_loss = 0;  // one device
+  double max_grad_diff = 0;   // largest |grad - reference grad| over parameters
+  double max_param_diff = 0;  // after the update
   std::string output_placements;
   std::string weight_grad_placements;  // first layer's weight
 };

@@ -14,8 +14,8 @@
 #include <set>
 #include <string>
 
-#include <dtensor/tools/rule_verifier.h>
 #include <dtensor/mesh/local_communicator.h>
+#include <dtensor/tools/rule_verifier.h>
 
 int main(int argc, char** argv) {
   const std::set<std::string> only(argv + 1, argv + argc);

@@ -37,7 +37,8 @@ std::vector<ShardingRow> embedding_rows(const OpCall& call, int64_t m) {
   const int64_t id_dims = call.input(1).spec->ndim();
   if (const auto dim = split_dim_of(*w); dim && w->merged_leading_dims() <= 1) {
     if (*dim == 1 && w->fills_role(RuleRole::kPassThrough)) {
-      if (PlacementPtr out = w->moved_to_dim(id_dims)) rows.push_back({{w, Replicate::make()}, {out}});
+      if (PlacementPtr out = w->moved_to_dim(id_dims))
+        rows.push_back({{w, Replicate::make()}, {out}});
     } else if (*dim == 0 && w->splits_into_ordered_blocks()) {
       rows.push_back({{w, Replicate::make()}, {Partial::make(ReduceOp::kSum)}});
     }

@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_join.h"
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
 #include <dtensor/rules/decomposition.h>
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {

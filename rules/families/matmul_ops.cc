@@ -14,7 +14,8 @@ DTENSOR_REGISTER(matmul_strategies) {
   add_to_existing(registry, {"aten::mv"}, einsum_strategy("mk,k->m"));
   add_to_existing(registry, {"aten::dot", "aten::vdot"}, einsum_strategy("k,k->"));
   add_to_existing(registry, {"aten::addmm"}, einsum_strategy("mk,kn->mn", /*with_addend=*/true));
-  add_to_existing(registry, {"aten::baddbmm"}, einsum_strategy("bmk,bkn->bmn", /*with_addend=*/true));
+  add_to_existing(registry, {"aten::baddbmm"},
+                  einsum_strategy("bmk,bkn->bmn", /*with_addend=*/true));
   add_to_existing(registry, {"aten::addmv"}, einsum_strategy("mk,k->m", /*with_addend=*/true));
 }
 

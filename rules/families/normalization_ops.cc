@@ -11,8 +11,8 @@
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
 #include <dtensor/rules/registration.h>
-#include <dtensor/rules/strategy.h>
 #include <dtensor/rules/roles.h>
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 namespace {
@@ -97,11 +97,13 @@ Strategy layer_norm_strategy(const LayerNorm& ln) {
 DTENSOR_REGISTER(normalization_strategies) {
   Registry<Strategy>& registry = strategies();
   add_to_existing(registry, {"aten::native_layer_norm"}, layer_norm_strategy({false, 0, 1}));
-  add_to_existing(registry, {"aten::native_layer_norm_backward"}, layer_norm_strategy({true, 1, 2}));
+  add_to_existing(registry, {"aten::native_layer_norm_backward"},
+                  layer_norm_strategy({true, 1, 2}));
   // (input, normalized_shape, weight?, eps?) -> (out, rstd) and
   // (grad_out, input, normalized_shape, rstd, weight?, mask) -> (grad_input, grad_weight).
   add_to_existing(registry, {"aten::_fused_rms_norm"}, layer_norm_strategy({false, 0, 1, 2}));
-  add_to_existing(registry, {"aten::_fused_rms_norm_backward"}, layer_norm_strategy({true, 1, 2, 2}));
+  add_to_existing(registry, {"aten::_fused_rms_norm_backward"},
+                  layer_norm_strategy({true, 1, 2, 2}));
 }
 
 }  // namespace dtensor

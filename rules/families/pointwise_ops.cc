@@ -27,8 +27,8 @@ DTENSOR_REGISTER(pointwise_strategies) {
                    "aten::fmax", "aten::fmin"},
                   pointwise_strategy(Linearity::kMaxMin));
   add_to_existing(registry,
-                  {"aten::clone", "aten::detach", "aten::alias", "aten::copy_",
-                   "aten::lift_fresh", "aten::positive",
+                  {"aten::clone", "aten::detach", "aten::alias", "aten::copy_", "aten::lift_fresh",
+                   "aten::positive",
                    // Zeros reduce to zero under every Partial op, so zeroing a
                    // Partial keeps it (optimizers zero Partial gradients).
                    "aten::zero_"},
@@ -38,21 +38,21 @@ DTENSOR_REGISTER(pointwise_strategies) {
       {// Arithmetic that is not linear in a Partial operand.
        "aten::add.Scalar", "aten::add_.Scalar", "aten::sub.Scalar", "aten::sub_.Scalar",
        "aten::rsub.Scalar", "aten::div.Tensor_mode", "aten::div_.Tensor_mode",
-       "aten::remainder.Tensor", "aten::remainder.Scalar", "aten::fmod.Tensor",
-       "aten::fmod.Scalar", "aten::pow.Tensor_Scalar", "aten::pow.Tensor_Tensor",
-       "aten::pow.Scalar", "aten::pow_.Scalar", "aten::pow_.Tensor", "aten::reciprocal",
-       "aten::reciprocal_", "aten::abs", "aten::abs_", "aten::sign", "aten::sgn", "aten::floor",
-       "aten::ceil", "aten::round", "aten::trunc", "aten::frac",
+       "aten::remainder.Tensor", "aten::remainder.Scalar", "aten::fmod.Tensor", "aten::fmod.Scalar",
+       "aten::pow.Tensor_Scalar", "aten::pow.Tensor_Tensor", "aten::pow.Scalar",
+       "aten::pow_.Scalar", "aten::pow_.Tensor", "aten::reciprocal", "aten::reciprocal_",
+       "aten::abs", "aten::abs_", "aten::sign", "aten::sgn", "aten::floor", "aten::ceil",
+       "aten::round", "aten::trunc", "aten::frac",
        // Transcendental and activation functions.
        "aten::exp", "aten::exp_", "aten::exp2", "aten::expm1", "aten::log", "aten::log_",
        "aten::log2", "aten::log10", "aten::log1p", "aten::sqrt", "aten::sqrt_", "aten::rsqrt",
        "aten::rsqrt_", "aten::sin", "aten::cos", "aten::tan", "aten::erf", "aten::erfinv",
-       "aten::sigmoid", "aten::sigmoid_", "aten::tanh", "aten::tanh_", "aten::relu",
-       "aten::relu_", "aten::gelu", "aten::gelu_", "aten::silu", "aten::silu_", "aten::mish",
-       "aten::elu", "aten::leaky_relu", "aten::hardtanh", "aten::hardsigmoid",
-       "aten::hardswish", "aten::softplus", "aten::logit", "aten::nan_to_num",
-       "aten::clamp", "aten::clamp_", "aten::clamp.Tensor", "aten::clamp_min",
-       "aten::clamp_min_", "aten::clamp_max", "aten::clamp_max_",
+       "aten::sigmoid", "aten::sigmoid_", "aten::tanh", "aten::tanh_", "aten::relu", "aten::relu_",
+       "aten::gelu", "aten::gelu_", "aten::silu", "aten::silu_", "aten::mish", "aten::elu",
+       "aten::leaky_relu", "aten::hardtanh", "aten::hardsigmoid", "aten::hardswish",
+       "aten::softplus", "aten::logit", "aten::nan_to_num", "aten::clamp", "aten::clamp_",
+       "aten::clamp.Tensor", "aten::clamp_min", "aten::clamp_min_", "aten::clamp_max",
+       "aten::clamp_max_",
        // Their backward formulas.
        "aten::threshold_backward", "aten::gelu_backward", "aten::silu_backward",
        "aten::tanh_backward", "aten::sigmoid_backward", "aten::elu_backward",
@@ -68,8 +68,8 @@ DTENSOR_REGISTER(pointwise_strategies) {
        "aten::where.self", "aten::masked_fill.Scalar", "aten::masked_fill_.Scalar",
        "aten::masked_fill.Tensor", "aten::masked_fill_.Tensor",
        // Fused optimizer and update math.
-       "aten::addcmul", "aten::addcmul_", "aten::addcdiv", "aten::addcdiv_",
-       "aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Tensor", "aten::lerp_.Tensor",
+       "aten::addcmul", "aten::addcmul_", "aten::addcdiv", "aten::addcdiv_", "aten::lerp.Scalar",
+       "aten::lerp_.Scalar", "aten::lerp.Tensor", "aten::lerp_.Tensor",
        // Fills and casts (a fill of a Partial would multiply the value).
        "aten::fill_.Scalar", "aten::fill_.Tensor", "aten::_to_copy"},
       pointwise_strategy(Linearity::kNone));

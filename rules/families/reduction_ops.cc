@@ -40,10 +40,10 @@ DTENSOR_REGISTER(reduction_strategies) {
   add_to_existing(registry, {"aten::prod.dim_int"}, reduction_strategy(prod));
   add_to_existing(registry, {"aten::prod"}, reduction_strategy(over_all(prod)));
   // Values with indices and statistics: reduced dims must be whole.
-  add_to_existing(registry,
-                  {"aten::max.dim", "aten::min.dim", "aten::argmax", "aten::argmin",
-                   "aten::logsumexp"},
-                  reduction_strategy(local_only(1, 2)));
+  add_to_existing(
+      registry,
+      {"aten::max.dim", "aten::min.dim", "aten::argmax", "aten::argmin", "aten::logsumexp"},
+      reduction_strategy(local_only(1, 2)));
   add_to_existing(registry,
                   {"aten::var.correction", "aten::std.correction", "aten::var_mean.correction",
                    "aten::std_mean.correction"},

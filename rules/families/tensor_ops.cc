@@ -49,7 +49,8 @@ DimMap keep_all_but(const OpCall& call, size_t dim_argument) {
   const int64_t ndim = call.input(0).spec->ndim();
   DimMap map(ndim);
   std::iota(map.begin(), map.end(), 0);
-  if (ndim > 0) map[normalize_tensor_dim(call.argument(dim_argument).toInt(), ndim, "dim")] = kConsumed;
+  if (ndim > 0)
+    map[normalize_tensor_dim(call.argument(dim_argument).toInt(), ndim, "dim")] = kConsumed;
   return map;
 }
 
@@ -122,7 +123,8 @@ DTENSOR_REGISTER(tensor_strategies) {
   Strategy stack;
   stack.rows = [](const OpCall& call, int64_t m) { return join_rows(call, m, true); };
   add_to_existing(registry, {"aten::stack"}, stack);
-  Strategy index_select = dim_map_strategy([](const OpCall& call) { return keep_all_but(call, 1); });
+  Strategy index_select =
+      dim_map_strategy([](const OpCall& call) { return keep_all_but(call, 1); });
   index_select.output_shapes = [](const OpCall& call) {
     std::vector<int64_t> shape = call.input(0).spec->shape();
     if (!shape.empty()) {

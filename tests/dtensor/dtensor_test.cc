@@ -13,10 +13,10 @@
 #include <gtest/gtest.h>
 
 #include <dtensor/factories.h>
-#include <dtensor/placements/spec.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/placements/spec.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 

@@ -65,7 +65,7 @@ TEST(TransitionRegistryTest, APairsTransitionServesThatPairOnly) {
   gather_from("S(0)");
   gather_from("S(1)");
   EXPECT_EQ(counting->runs.load(), 8);  // the cached plan was dropped
-  gather_from("SS(0,2)");                // kind "SS": not this pair's
+  gather_from("SS(0,2)");               // kind "SS": not this pair's
   EXPECT_EQ(counting->runs.load(), 8);
   transitions().remove("S->R");
   gather_from("S(0)");

@@ -53,8 +53,7 @@ TEST(FactoriesTest, RandomValuesMatchSingleDeviceForEveryLayout) {
   const at::Tensor normal = at::randn({9, 6}, generator);
   run_ranks(4, [&](int) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
-    for (const char* layout :
-         {"R,R", "S(0),S(1)", "SS(0,2),S(0)", "S(1),RG(dims=1,units=[0,1])"}) {
+    for (const char* layout : {"R,R", "S(0),S(1)", "SS(0,2),S(0)", "S(1),RG(dims=1,units=[0,1])"}) {
       SCOPED_TRACE(layout);
       DTensor u = rand({9, 6}, mesh, parse_placements(layout), 1234);
       DTensor n = randn({9, 6}, mesh, parse_placements(layout), 1234);

@@ -20,11 +20,11 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/redistribute/collective_counter.h>
-#include <dtensor/placements/spec.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/placements/spec.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include "tests/support/default_paths_communicator.h"
 #include "tests/support/redistribute_cases.h"
 

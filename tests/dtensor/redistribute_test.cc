@@ -15,14 +15,14 @@
 #include <gtest/gtest.h>
 
 #include <dtensor/dtensor.h>
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
+#include <dtensor/placements/spec.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/planner.h>
 #include <dtensor/redistribute/transition.h>
-#include <dtensor/placements/spec.h>
-#include <dtensor/mesh/device_mesh.h>
-#include <dtensor/mesh/local_communicator.h>
-#include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include <dtensor/dtensor.h>
-#include "examples/fsdp_tp/fsdp_tp.h"
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include "examples/fsdp_tp/fsdp_tp.h"
 
 namespace dtensor {
 namespace {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "examples/ragged_optimizer/newton_schulz.h"
-#include "examples/ragged_optimizer/ragged_optimizer.h"
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include "examples/ragged_optimizer/newton_schulz.h"
+#include "examples/ragged_optimizer/ragged_optimizer.h"
 
 namespace dtensor {
 namespace {

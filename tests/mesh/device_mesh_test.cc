@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "absl/hash/hash.h"
 #include <dtensor/mesh/local_communicator.h>
+#include "absl/hash/hash.h"
 #include "tests/support/expect_error.h"
 
 namespace dtensor {

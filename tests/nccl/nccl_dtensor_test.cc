@@ -12,8 +12,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <dtensor/dtensor.h>
 #include <dtensor/core/random.h>
+#include <dtensor/dtensor.h>
 #include "tests/nccl/cuda_device.h"
 #ifndef DTENSOR_NO_TP_MLP
 #include "tests/support/tp_mlp_expectations.h"

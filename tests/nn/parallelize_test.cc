@@ -19,8 +19,8 @@
 #include <vector>
 
 #include <dtensor/dtensor.h>
-#include <dtensor/nn/parallelize.h>
 #include <dtensor/mesh/local_communicator.h>
+#include <dtensor/nn/parallelize.h>
 #include <dtensor/placements/placements.h>
 #include "tests/support/expect_error.h"
 

@@ -16,16 +16,16 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <dtensor/tools/rule_verifier.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/redistribute/collective_counter.h>
-#include <dtensor/redistribute/planner.h>
-#include <dtensor/placements/spec.h>
-#include "interleaved_shard.h"
-#include "merged_qkv.h"
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/placements/spec.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/redistribute/planner.h>
+#include <dtensor/tools/rule_verifier.h>
+#include "interleaved_shard.h"
+#include "merged_qkv.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 

@@ -7,9 +7,9 @@
 
 #include <dtensor/base/compat.h>
 #include <dtensor/dtensor.h>
-#include "examples/tp_mlp/tp_mlp.h"
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include "examples/tp_mlp/tp_mlp.h"
 #include "tests/support/tp_mlp_expectations.h"
 
 namespace dtensor {

@@ -25,8 +25,8 @@ TEST(CostModelTest, PropagationPricesAChangeAsThePlannerDoes) {
       const RedistributePlan& plan = plan_redistribute(source, parse_placements(to));
       ASSERT_EQ(plan.steps.size(), 1u);
       EXPECT_DOUBLE_EQ(plan.total_cost,
-                       placement_change_cost(*parse_placement(from), *parse_placement(to), bytes,
-                                             4, mesh.collective_costs()));
+                       placement_change_cost(*parse_placement(from), *parse_placement(to), bytes, 4,
+                                             mesh.collective_costs()));
     }
   });
 }

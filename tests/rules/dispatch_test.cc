@@ -11,9 +11,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <dtensor/core/tensor_impl.h>
 #include <dtensor/dispatch/dispatch.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/core/tensor_impl.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
@@ -145,7 +145,8 @@ TEST(DispatchTest, ImplicitReplicationAdmitsPlainTensors) {
       EXPECT_DT(x.tensor().add_(b), a + b, "S(0)");
       EXPECT_DT(x, a + b, "S(0)");
       // A plain operand beside a Partial one.
-      EXPECT_DT(at::mm(dist(iota({5, 3}), mesh, "S(1)"), iota({3, 2})), at::mm(iota({5, 3}), iota({3, 2})));
+      EXPECT_DT(at::mm(dist(iota({5, 3}), mesh, "S(1)"), iota({3, 2})),
+                at::mm(iota({5, 3}), iota({3, 2})));
     }
     // The mode ends with its scope.
     DTENSOR_EXPECT_ERROR(at::add(da, b), "plain tensor");
@@ -555,12 +556,12 @@ TEST(DispatchTest, LocalKernelRunsForEveryLayoutOfItsOp) {
   };
   strategy.output_shapes = cumsum_strategy().output_shapes;
   strategies().add("aten::cumsum", strategy);
-  local_kernels().add("aten::cumsum", [&kernel_runs](const c10::OperatorHandle& op,
-                                                     torch::jit::Stack& stack,
-                                                     const LocalContext&) {
-    ++kernel_runs;
-    op.callBoxed(stack);
-  });
+  local_kernels().add(
+      "aten::cumsum",
+      [&kernel_runs](const c10::OperatorHandle& op, torch::jit::Stack& stack, const LocalContext&) {
+        ++kernel_runs;
+        op.callBoxed(stack);
+      });
   DTENSOR_EXPECT_ERROR(local_kernels().add("aten::cumsum", nullptr),
                        "local kernel registry: \"aten::cumsum\": expected one value per key, "
                        "found one registered already (override it to replace it)");

@@ -38,10 +38,10 @@ at::Tensor targets_of(int64_t classes) {
 
 struct LossCase {
   std::vector<int64_t> mesh;
-  const char* logits;      // placements of the logits
-  int64_t classes;         // 11 over 4 ranks: 3,3,3,2; 3 over 4: one rank empty
+  const char* logits;  // placements of the logits
+  int64_t classes;     // 11 over 4 ranks: 3,3,3,2; 3 over 4: one rank empty
   int64_t reduction;
-  const char* loss;        // placements of the loss
+  const char* loss;  // placements of the loss
 };
 
 class VocabParallelCrossEntropyTest : public ::testing::TestWithParam<LossCase> {};
@@ -67,17 +67,19 @@ TEST_P(VocabParallelCrossEntropyTest, MatchesOneDevice) {
     }
     const std::vector<PlacementPtr> whole(c.mesh.size(), Replicate::make());
     const DTensor x = distribute_tensor(logits.clone().requires_grad_(), mesh, placements);
-    const DTensor loss(at::cross_entropy_loss(
-        x, distribute_tensor(target, mesh, target_placements),
-        distribute_tensor(weight, mesh, whole).tensor(), c.reduction, kIgnored, 0.0));
+    const DTensor loss(at::cross_entropy_loss(x, distribute_tensor(target, mesh, target_placements),
+                                              distribute_tensor(weight, mesh, whole).tensor(),
+                                              c.reduction, kIgnored, 0.0));
     EXPECT_EQ(placements_to_string(loss.placements()), c.loss);
     EXPECT_TRUE(at::allclose(loss.full_tensor(), reference, 1e-12, 1e-12))
-        << loss.full_tensor() << "\nvs\n" << reference;
+        << loss.full_tensor() << "\nvs\n"
+        << reference;
     loss.tensor().backward(at::ones_like(loss.tensor()));
     const DTensor grad(x.tensor().grad());
     EXPECT_EQ(placements_to_string(grad.placements()), c.logits);
     EXPECT_TRUE(at::allclose(grad.full_tensor(), reference_logits.grad(), 1e-12, 1e-12))
-        << grad.full_tensor() << "\nvs\n" << reference_logits.grad();
+        << grad.full_tensor() << "\nvs\n"
+        << reference_logits.grad();
   });
 }
 
@@ -135,10 +137,8 @@ TEST(LossParallelTest, VectorNormAllReduceIsCounted) {
         EXPECT_EQ(collectives_of([&] { norm = at::linalg_vector_norm(d, p); }),
                   (Counts{{"all_reduce", 1}}));
         const DTensor result(norm);
-        EXPECT_EQ(placements_to_string(result.placements()),
-                  shape.size() == 1 ? "R" : "R,R");
-        EXPECT_TRUE(at::allclose(result.full_tensor(), at::linalg_vector_norm(a, p), 1e-12))
-            << p;
+        EXPECT_EQ(placements_to_string(result.placements()), shape.size() == 1 ? "R" : "R,R");
+        EXPECT_TRUE(at::allclose(result.full_tensor(), at::linalg_vector_norm(a, p), 1e-12)) << p;
       }
     }
   });
@@ -151,7 +151,8 @@ TEST(LossParallelTest, SoftmaxOverASplitDimMatchesOneDevice) {
   for (const int64_t columns : {int64_t{11}, int64_t{3}}) {
     for (const at::ScalarType dtype : {at::kDouble, at::kBFloat16}) {
       SCOPED_TRACE(::testing::Message() << columns << " columns, " << dtype);
-      const at::Tensor a = at::arange(5 * columns, at::kDouble).reshape({5, columns}).sin().to(dtype);
+      const at::Tensor a =
+          at::arange(5 * columns, at::kDouble).reshape({5, columns}).sin().to(dtype);
       const at::Tensor scale = at::arange(5 * columns, at::kDouble).cos().reshape({5, columns});
       const double tolerance = dtype == at::kDouble ? 1e-12 : 1e-2;
       for (const bool log : {false, true}) {

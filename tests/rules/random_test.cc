@@ -35,8 +35,12 @@ struct Layout {
 // Uneven and empty shards, 2-D meshes, StridedShard and Ragged.
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> all = {
-      {{4}, "S(0)"},       {{4}, "S(1)"},         {{4}, "R"},
-      {{2, 2}, "S(0),S(1)"}, {{2, 2}, "SS(0,2),S(0)"}, {{4}, "RG(dims=1,units=[2,0,4,1])"},
+      {{4}, "S(0)"},
+      {{4}, "S(1)"},
+      {{4}, "R"},
+      {{2, 2}, "S(0),S(1)"},
+      {{2, 2}, "SS(0,2),S(0)"},
+      {{4}, "RG(dims=1,units=[2,0,4,1])"},
   };
   return all;
 }

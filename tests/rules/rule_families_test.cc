@@ -158,9 +158,9 @@ TEST(PointwiseRulesTest, Broadcasting2D) {
       at::Tensor scale = iota({n, 1}, 1);
       ScopedStrictMode strict;
       EXPECT_DT(at::add(dist(x, mesh, "S(0),S(1)"), dist(bias, mesh, "R,S(0)")), x + bias,
-                          "S(0),S(1)");
+                "S(0),S(1)");
       EXPECT_DT(at::mul(dist(x, mesh, "S(0),S(1)"), dist(scale, mesh, "S(0),R")), x * scale,
-                          "S(0),S(1)");
+                "S(0),S(1)");
     }
   });
 }
@@ -192,10 +192,8 @@ TEST(PointwiseRulesTest, PartialLinearity1D) {
     at::Tensor b = iota({5, 3}, 2);
     {
       ScopedStrictMode strict;
-      EXPECT_DT(at::add(partial_sum_terms(a, mesh), partial_sum_terms(b, mesh)), a + b,
-                          "P(sum)");
-      EXPECT_DT(at::sub(partial_sum_terms(a, mesh), partial_sum_terms(b, mesh)), a - b,
-                          "P(sum)");
+      EXPECT_DT(at::add(partial_sum_terms(a, mesh), partial_sum_terms(b, mesh)), a + b, "P(sum)");
+      EXPECT_DT(at::sub(partial_sum_terms(a, mesh), partial_sum_terms(b, mesh)), a - b, "P(sum)");
       EXPECT_DT(at::neg(partial_sum_terms(a, mesh)), -a, "P(sum)");
       EXPECT_DT(at::mul(partial_sum_terms(a, mesh), dist(b, mesh, "R")), a * b, "P(sum)");
       EXPECT_DT(at::mul(dist(b, mesh, "R"), partial_sum_terms(a, mesh)), b * a, "P(sum)");
@@ -249,9 +247,9 @@ TEST(PointwiseRulesTest, PartialLinearity2D) {
     {
       ScopedStrictMode strict;
       EXPECT_DT(at::add(dist(a, mesh, "P(sum),S(0)"), dist(b, mesh, "P(sum),S(0)")), a + b,
-                          "P(sum),S(0)");
+                "P(sum),S(0)");
       EXPECT_DT(at::mul(dist(a, mesh, "S(1),P(sum)"), dist(b, mesh, "S(1),R")), a * b,
-                          "S(1),P(sum)");
+                "S(1),P(sum)");
     }
     at::Tensor r = at::relu(dist(a, mesh, "P(sum),S(1)"));
     EXPECT_DT(r, at::relu(a));
@@ -352,11 +350,10 @@ TEST(MatmulRulesTest, MmPlacements2D) {
       at::Tensor expected = at::mm(a, w);
       ScopedStrictMode strict;
       EXPECT_DT(at::mm(dist(a, mesh, "S(0),S(1)"), dist(w, mesh, "R,S(0)")), expected,
-                          "S(0),P(sum)");
-      EXPECT_DT(at::mm(dist(a, mesh, "S(0),R"), dist(w, mesh, "R,S(1)")), expected,
-                          "S(0),S(1)");
+                "S(0),P(sum)");
+      EXPECT_DT(at::mm(dist(a, mesh, "S(0),R"), dist(w, mesh, "R,S(1)")), expected, "S(0),S(1)");
       EXPECT_DT(at::mm(dist(a, mesh, "S(1),S(1)"), dist(w, mesh, "S(0),S(0)")), expected,
-                          "P(sum),P(sum)");
+                "P(sum),P(sum)");
     }
   });
 }
@@ -387,7 +384,7 @@ TEST(MatmulRulesTest, Bmm2D) {
     at::Tensor b = iota({5, 4, 2}, -4);
     ScopedStrictMode strict;
     EXPECT_DT(at::bmm(dist(a, mesh, "S(0),S(2)"), dist(b, mesh, "S(0),S(1)")), at::bmm(a, b),
-                        "S(0),P(sum)");
+              "S(0),P(sum)");
   });
 }
 
@@ -402,18 +399,18 @@ TEST(MatmulRulesTest, AddmmMvDot) {
     {
       ScopedStrictMode strict;
       EXPECT_DT(at::addmm(dist(bias, mesh, "R"), dist(a, mesh, "S(0)"), dist(w, mesh, "R")),
-                          expected, "S(0)");
+                expected, "S(0)");
       EXPECT_DT(at::addmm(dist(bias, mesh, "S(0)"), dist(a, mesh, "R"), dist(w, mesh, "S(1)")),
-                          expected, "S(1)");
+                expected, "S(1)");
       EXPECT_DT(at::addmm(dist(bias2, mesh, "S(0)"), dist(a, mesh, "S(0)"), dist(w, mesh, "R")),
-                          at::addmm(bias2, a, w), "S(0)");
+                at::addmm(bias2, a, w), "S(0)");
     }
     // Contraction split: the bias must be added once.
     EXPECT_DT(at::addmm(dist(bias, mesh, "R"), dist(a, mesh, "S(1)"), dist(w, mesh, "S(0)")),
-                        expected);
+              expected);
     EXPECT_DT(at::addmm(dist(bias, mesh, "R"), dist(a, mesh, "S(1)"), dist(w, mesh, "S(0)"),
-                                  /*beta=*/2, /*alpha=*/3),
-                        at::addmm(bias, a, w, 2, 3));
+                        /*beta=*/2, /*alpha=*/3),
+              at::addmm(bias, a, w, 2, 3));
 
     at::Tensor v = iota({5}, -2);
     {
@@ -439,25 +436,23 @@ TEST(MatmulRulesTest, MatmulAndLinear) {
     at::Tensor a = signed_iota({7, 5});
     at::Tensor w = iota({5, 6}, -3);
     EXPECT_DT(at::matmul(dist(a, mesh, "S(0)"), dist(w, mesh, "R")), at::matmul(a, w), "S(0)");
-    EXPECT_DT(at::matmul(dist(a, mesh, "S(1)"), dist(w, mesh, "S(0)")), at::matmul(a, w),
-                        "P(sum)");
+    EXPECT_DT(at::matmul(dist(a, mesh, "S(1)"), dist(w, mesh, "S(0)")), at::matmul(a, w), "P(sum)");
     // 3-D x 2-D: folded into one mm and back; even batch keeps the split.
     at::Tensor x3 = signed_iota({4, 5, 3});
     at::Tensor w3 = iota({3, 2}, -1);
-    EXPECT_DT(at::matmul(dist(x3, mesh, "S(0)"), dist(w3, mesh, "R")), at::matmul(x3, w3),
-                        "S(0)");
+    EXPECT_DT(at::matmul(dist(x3, mesh, "S(0)"), dist(w3, mesh, "R")), at::matmul(x3, w3), "S(0)");
     at::Tensor x3u = signed_iota({3, 5, 3});
     EXPECT_DT(at::matmul(dist(x3u, mesh, "S(0)"), dist(w3, mesh, "R")), at::matmul(x3u, w3));
     EXPECT_DT(at::matmul(dist(x3, mesh, "S(1)"), dist(w3, mesh, "R")), at::matmul(x3, w3));
     // Batched 3-D x 3-D, vector x matrix.
     at::Tensor y3 = iota({4, 3, 2}, -6);
     EXPECT_DT(at::matmul(dist(x3, mesh, "S(0)"), dist(y3, mesh, "S(0)")), at::matmul(x3, y3),
-                        "S(0)");
+              "S(0)");
     at::Tensor v = iota({5}, -2);
     EXPECT_DT(at::matmul(dist(a, mesh, "S(0)"), dist(iota({5}, 1), mesh, "R")),
-                        at::matmul(a, iota({5}, 1)), "S(0)");
+              at::matmul(a, iota({5}, 1)), "S(0)");
     EXPECT_DT(at::matmul(dist(v, mesh, "S(0)"), dist(a.t().contiguous(), mesh, "R")),
-                        at::matmul(v, a.t().contiguous()));
+              at::matmul(v, a.t().contiguous()));
 
     // linear: y = x W^T + b.
     at::Tensor x = signed_iota({6, 4});
@@ -466,19 +461,19 @@ TEST(MatmulRulesTest, MatmulAndLinear) {
     at::Tensor expected = at::linear(x, weight, b);
     // Data parallel: rows of x.
     EXPECT_DT(at::linear(dist(x, mesh, "S(0)"), dist(weight, mesh, "R"), dist(b, mesh, "R")),
-                        expected, "S(0)");
+              expected, "S(0)");
     // Column parallel: output features.
     EXPECT_DT(at::linear(dist(x, mesh, "R"), dist(weight, mesh, "S(0)"), dist(b, mesh, "S(0)")),
-                        expected, "S(1)");
+              expected, "S(1)");
     // Row parallel: the contraction, the bias added once.
     EXPECT_DT(at::linear(dist(x, mesh, "S(1)"), dist(weight, mesh, "S(1)"), dist(b, mesh, "R")),
-                        expected);
-    EXPECT_DT(at::linear(dist(x, mesh, "S(1)"), dist(weight, mesh, "S(1)")),
-                        at::linear(x, weight), "P(sum)");
+              expected);
+    EXPECT_DT(at::linear(dist(x, mesh, "S(1)"), dist(weight, mesh, "S(1)")), at::linear(x, weight),
+              "P(sum)");
     // 3-D input.
     at::Tensor x3l = signed_iota({4, 2, 4});
     EXPECT_DT(at::linear(dist(x3l, mesh, "S(0)"), dist(weight, mesh, "R"), dist(b, mesh, "R")),
-                        at::linear(x3l, weight, b));
+              at::linear(x3l, weight, b));
   });
 }
 
@@ -734,7 +729,7 @@ TEST(ViewRulesTest, UnsqueezeSqueezeExpand) {
     ScopedStrictMode strict;
     EXPECT_DT(dist(row, mesh, "R,S(1)").tensor().expand({3, 7}), row.expand({3, 7}), "R,S(1)");
     EXPECT_DT(dist(iota({5, 7}), mesh, "S(0),S(1)").tensor().unsqueeze(0),
-                        iota({5, 7}).unsqueeze(0), "S(1),S(2)");
+              iota({5, 7}).unsqueeze(0), "S(1),S(2)");
   });
 }
 

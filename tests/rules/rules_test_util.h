@@ -78,8 +78,8 @@ inline ::testing::AssertionResult Matches(const at::Tensor& result, const at::Te
   }
   if (result.scalar_type() != expected.scalar_type()) {
     ok = false;
-    failure << "wrapper dtype " << result.scalar_type() << " != expected "
-            << expected.scalar_type() << "; ";
+    failure << "wrapper dtype " << result.scalar_type() << " != expected " << expected.scalar_type()
+            << "; ";
   }
   const bool same_values =
       full.sizes() == expected.sizes() && full.scalar_type() == expected.scalar_type() &&
@@ -143,15 +143,15 @@ template <typename Compute, typename Check>
 
 // EXPECT_DT(result, expected [, placements [, rtol]]): Matches, with the
 // result computed inside the guard.
-#define EXPECT_DT(result, ...)                                                     \
-  EXPECT_TRUE(::dtensor::rules_testing::Guarded(                                   \
-      [&]() -> at::Tensor { return (result); },                                    \
-      [&](const at::Tensor& dt_result_) {                                          \
-        return ::dtensor::rules_testing::Matches(dt_result_, __VA_ARGS__);         \
-      }))
+#define EXPECT_DT(result, ...)                                                              \
+  EXPECT_TRUE(::dtensor::rules_testing::Guarded([&]() -> at::Tensor { return (result); },   \
+                                                [&](const at::Tensor& dt_result_) {         \
+                                                  return ::dtensor::rules_testing::Matches( \
+                                                      dt_result_, __VA_ARGS__);             \
+                                                }))
 
-#define EXPECT_CONTAINS(text, needle)                                            \
-  EXPECT_NE(std::string(text).find(needle), std::string::npos)                  \
+#define EXPECT_CONTAINS(text, needle)                          \
+  EXPECT_NE(std::string(text).find(needle), std::string::npos) \
       << "\"" << (text) << "\" lacks \"" << (needle) << "\""
 
 }  // namespace rules_testing

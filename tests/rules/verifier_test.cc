@@ -9,8 +9,8 @@
 
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
-#include <dtensor/rules/pointwise.h>
 #include <dtensor/rules/decomposition.h>
+#include <dtensor/rules/pointwise.h>
 #include <dtensor/rules/strategy.h>
 
 namespace dtensor {
@@ -43,8 +43,7 @@ Strategy planted_wrong_strategy() {
 }
 
 SampleCall double_it_sample() {
-  return {"dtensor_verifier_test::double_it",
-          {at::arange(30, at::kFloat).reshape({5, 6})}};
+  return {"dtensor_verifier_test::double_it", {at::arange(30, at::kFloat).reshape({5, 6})}};
 }
 
 // Every row of every registered rule, on written and schema-made samples.

@@ -9,9 +9,9 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/placements/placement.h>
+#include <dtensor/redistribute/collective_counter.h>
 
 namespace dtensor::testing {
 

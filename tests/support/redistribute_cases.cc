@@ -10,8 +10,8 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include "tests/support/layout_reference.h"
 
 namespace dtensor::testing {
@@ -158,8 +158,8 @@ void run_random_redistribute_cases(const DeviceMesh& mesh, int64_t cases, uint32
         problem << " placements " << placements_to_string(out.placements());
       }
       if (!at::equal(local, direct)) {
-        problem << " local " << local.sizes() << " " << local.flatten()
-                << " expected " << direct.sizes() << " " << direct.flatten();
+        problem << " local " << local.sizes() << " " << local.flatten() << " expected "
+                << direct.sizes() << " " << direct.flatten();
       } else if (!at::equal(local, expected_local(global, mesh, *norm_target))) {
         problem << " local equals a direct distribute but not the layout's slice";
       }
@@ -198,8 +198,7 @@ void check_issue_collective_counts(const DeviceMesh& mesh) {
     const DTensor target = source.redistribute(parse_placements(c.to));
     EXPECT_LE(counter.total(), c.most);
     EXPECT_GE(counter.total(), 1);
-    const at::Tensor direct =
-        distribute_tensor(on_device, mesh, parse_placements(c.to)).to_local();
+    const at::Tensor direct = distribute_tensor(on_device, mesh, parse_placements(c.to)).to_local();
     EXPECT_TRUE(at::equal(target.to_local().cpu(), direct.cpu()));
     EXPECT_TRUE(at::equal(target.full_tensor().cpu(), global));
   }

@@ -19,8 +19,8 @@
 
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
-#include <dtensor/rules/propagation.h>
 #include <dtensor/redistribute/reduce_terms.h>
+#include <dtensor/rules/propagation.h>
 #include <dtensor/rules/registration.h>
 #include <dtensor/rules/roles.h>
 
@@ -104,7 +104,8 @@ LocalClasses local_classes(const LocalContext& context, size_t logits, const at:
   const int64_t count = layout.local_shape[1];
   LocalClasses out;
   out.valid = target.ne(ignore_index);
-  const at::Tensor mine = out.valid.logical_and(target.ge(first)).logical_and_(target.lt(first + count));
+  const at::Tensor mine =
+      out.valid.logical_and(target.ge(first)).logical_and_(target.lt(first + count));
   out.target = at::where(mine, target - first, at::full({}, -1, target.options()));
   if (weight) out.weight = weight->narrow(0, first, count);
   return out;
@@ -134,8 +135,7 @@ void class_split_forward(const c10::OperatorHandle& op, torch::jit::Stack& stack
                                          : at::zeros({}, self.options());
   } else {
     torch::jit::Stack call = {self, local.target, local.weight,
-                              reduction == kReductionMean ? kReductionSum : reduction,
-                              int64_t{-1}};
+                              reduction == kReductionMean ? kReductionSum : reduction, int64_t{-1}};
     op.callBoxed(call);
     output = call[0].toTensor();
   }
@@ -181,8 +181,7 @@ std::vector<ShardingRow> backward_rows(const OpCall& call, int64_t m) {
   ShardingRow row;
   for (size_t i = 0; i < call.num_inputs(); ++i) {
     const size_t argument = call.input(i).argument;
-    const bool split =
-        argument == 1 || (batch && (argument == 2 || (argument == 0 && per_row)));
+    const bool split = argument == 1 || (batch && (argument == 2 || (argument == 0 && per_row)));
     row.inputs.push_back(split ? (argument == 1 ? p : p->moved_to_dim(0)) : Replicate::make());
   }
   row.outputs = {p};

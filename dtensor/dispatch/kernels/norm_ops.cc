@@ -33,7 +33,6 @@ at::Tensor extreme_of_abs(const at::Tensor& abs, const std::vector<int64_t>& dim
   return max ? at::amax(abs, dims, keep) : at::amin(abs, dims, keep);
 }
 
-
 void run_norm(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
               const LocalContext& context) {
   const OpCall& call = context.call;

@@ -17,8 +17,8 @@
 #include <ATen/ATen.h>
 
 #include <dtensor/core/random.h>
-#include <dtensor/redistribute/planner.h>
 #include <dtensor/placements/replicate.h>
+#include <dtensor/redistribute/planner.h>
 #include <dtensor/rules/propagation.h>
 #include <dtensor/rules/registration.h>
 
@@ -38,8 +38,8 @@ std::vector<ShardingRow> same_layout_rows(const OpCall& call, int64_t m, size_t 
 // The calling rank's part of `global` (on the CPU) as output `k` lays it out,
 // on the mesh's device.
 at::Tensor rank_part(const at::Tensor& global, const LocalContext& context, size_t k) {
-  const DTensorSpecPtr& target = context.propagation.output_spec(k, global.scalar_type(),
-                                                                 context.mesh);
+  const DTensorSpecPtr& target =
+      context.propagation.output_spec(k, global.scalar_type(), context.mesh);
   const DTensorSpec replicated = target->with_placements(
       std::vector<PlacementPtr>(target->placements().size(), Replicate::make()));
   const at::Tensor on_device = global.to(context.mesh.device());
@@ -110,7 +110,8 @@ void dropout_globally(const c10::OperatorHandle&, torch::jit::Stack& stack,
   at::Tensor output, mask;
   if (train) {
     const double keep = 1.0 - p;
-    const at::Tensor global_mask = global_like_input(input, context).bernoulli_(keep, rank_generator());
+    const at::Tensor global_mask =
+        global_like_input(input, context).bernoulli_(keep, rank_generator());
     const at::Tensor local_mask = rank_part(global_mask, context, 1);
     output = input.mul(local_mask).mul_(keep == 0 ? 0.0 : 1.0 / keep);
     mask = local_mask.to(at::kBool);

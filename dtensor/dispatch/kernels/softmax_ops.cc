@@ -68,17 +68,16 @@ at::Tensor computing(const at::Tensor& t) {
 // shard contributes -inf.
 at::Tensor row_max(const at::Tensor& x, int64_t dim, const LocalContext& context,
                    const std::vector<int64_t>& mesh_dims) {
-  const at::Tensor local = x.size(dim) == 0
-                               ? at::sum(x, dim, /*keepdim=*/true)
-                                     .fill_(-std::numeric_limits<double>::infinity())
-                               : at::amax(x, dim, /*keepdim=*/true);
+  const at::Tensor local =
+      x.size(dim) == 0
+          ? at::sum(x, dim, /*keepdim=*/true).fill_(-std::numeric_limits<double>::infinity())
+          : at::amax(x, dim, /*keepdim=*/true);
   return reduce_terms(local, context.mesh, mesh_dims, ReduceOp::kMax);
 }
 
 at::Tensor row_sum(const at::Tensor& x, int64_t dim, const LocalContext& context,
                    const std::vector<int64_t>& mesh_dims) {
-  return reduce_terms(at::sum(x, dim, /*keepdim=*/true), context.mesh, mesh_dims,
-                      ReduceOp::kSum);
+  return reduce_terms(at::sum(x, dim, /*keepdim=*/true), context.mesh, mesh_dims, ReduceOp::kSum);
 }
 
 void replace_outputs(torch::jit::Stack& stack, at::Tensor result) {
@@ -118,9 +117,8 @@ void backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   const at::ScalarType given = stack[0].toTensor().scalar_type();
   const at::ScalarType result =
       given == at::kFloat && stack[3].toScalarType() == at::kHalf ? at::kHalf : given;
-  const at::Tensor in =
-      kLog ? grad - output.exp() * row_sum(grad, dim, context, mesh_dims)
-           : output * (grad - row_sum(grad * output, dim, context, mesh_dims));
+  const at::Tensor in = kLog ? grad - output.exp() * row_sum(grad, dim, context, mesh_dims)
+                             : output * (grad - row_sum(grad * output, dim, context, mesh_dims));
   replace_outputs(stack, in.to(result));
 }
 

@@ -109,11 +109,8 @@ class BlockAllToAll final : public Transition {
   }
 };
 
-
 }  // namespace
 
-DTENSOR_REGISTER(block_all_to_all) {
-  transitions().add("*->*", std::make_shared<BlockAllToAll>());
-}
+DTENSOR_REGISTER(block_all_to_all) { transitions().add("*->*", std::make_shared<BlockAllToAll>()); }
 
 }  // namespace dtensor

@@ -8,9 +8,9 @@
 // other order (user placements) costs one reorder after the gather.
 #include <ATen/ATen.h>
 
-#include "absl/container/flat_hash_map.h"
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/transition.h>
+#include "absl/container/flat_hash_map.h"
 
 namespace dtensor {
 namespace {
@@ -103,7 +103,6 @@ class GatherToReplicate final : public Transition {
     return output.sizes() == shape ? output : output.reshape(shape);
   }
 };
-
 
 }  // namespace
 

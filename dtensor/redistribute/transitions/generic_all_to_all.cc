@@ -141,7 +141,6 @@ class GenericAllToAll final : public Transition {
   }
 };
 
-
 }  // namespace
 
 DTENSOR_REGISTER(generic_all_to_all) {

@@ -73,11 +73,8 @@ class LocalSlice final : public Transition {
   }
 };
 
-
 }  // namespace
 
-DTENSOR_REGISTER(local_slice) {
-  transitions().add("R->*", std::make_shared<LocalSlice>());
-}
+DTENSOR_REGISTER(local_slice) { transitions().add("R->*", std::make_shared<LocalSlice>()); }
 
 }  // namespace dtensor

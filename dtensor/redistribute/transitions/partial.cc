@@ -14,10 +14,10 @@
 
 #include <ATen/ATen.h>
 
-#include "absl/container/flat_hash_map.h"
+#include <dtensor/mesh/device_mesh.h>
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/transition.h>
-#include <dtensor/mesh/device_mesh.h>
+#include "absl/container/flat_hash_map.h"
 
 namespace dtensor {
 namespace {
@@ -186,7 +186,6 @@ class ReplicateToPartial final : public Transition {
     }
   }
 };
-
 
 }  // namespace
 

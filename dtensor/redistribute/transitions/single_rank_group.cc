@@ -39,7 +39,6 @@ class SingleRankGroup final : public Transition {
   }
 };
 
-
 }  // namespace
 
 DTENSOR_REGISTER(single_rank_group) {
