@@ -1,7 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 //
-// base/compat.h (<dtensor/base/compat.h>): every difference between the libtorch versions
-// dtensor builds against (Debian's 1.13 and 2.x) lives here, and only here.
+// base/compat.h (<dtensor/base/compat.h>): every difference between the
+// libtorch versions dtensor builds against (Debian's 1.13 and 2.x), and
+// between the compilers they come with, lives here, and only here.
 //
 // Code elsewhere asks `DTENSOR_TORCH_AT_LEAST(major, minor)` or uses one of
 // the helpers below instead of spelling a version-specific API.
@@ -19,6 +20,15 @@
 #define DTENSOR_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||          \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// Marks a function returning a reference that does not point into its
+// arguments (a cache's entry): g++ 14's -Wdangling-reference otherwise warns
+// when a caller passes a temporary. Earlier compilers lack the attribute.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 14
+#define DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE [[gnu::no_dangling]]
+#else
+#define DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE
+#endif
 
 namespace dtensor {
 

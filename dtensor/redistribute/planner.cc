@@ -86,7 +86,9 @@ double transition_cost(const Transition& transition, const StepContext& context,
 // Replicate. A Partial is only entered where the target has it.
 std::vector<PlacementPtr> candidates(const Placements& source, const Placements& target,
                                      int64_t first, int64_t last) {
-  std::vector<PlacementPtr> out{Replicate::make()};
+  std::vector<PlacementPtr> out;
+  out.reserve(3);
+  out.push_back(Replicate::make());
   auto uniform = [&](const Placements& list) {
     for (int64_t m = first + 1; m <= last; ++m) {
       if (*list[m] != *list[first]) return false;

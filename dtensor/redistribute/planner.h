@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <dtensor/base/compat.h>
 #include <dtensor/placements/spec.h>
 #include <dtensor/redistribute/transition.h>
 
@@ -59,10 +60,11 @@ struct RedistributePlan {
 // Partial target placements are allowed here (the internal path autograd
 // uses); the public DTensor::redistribute refuses them. Throws dtensor::Error
 // when no plan exists.
-const RedistributePlan& plan_redistribute(const DTensorSpec& source, const DTensorSpec& target);
+DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
+    const DTensorSpec& source, const DTensorSpec& target);
 // The same, naming only the target placements: a cache hit builds no spec.
-const RedistributePlan& plan_redistribute(const DTensorSpec& source,
-                                          const std::vector<PlacementPtr>& target_placements);
+DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
+    const DTensorSpec& source, const std::vector<PlacementPtr>& target_placements);
 
 // Runs `plan` on the calling rank's local tensor of `plan`'s source spec.
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);

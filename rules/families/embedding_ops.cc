@@ -22,6 +22,7 @@
 #include <dtensor/placements/parse.h>
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
+#include <dtensor/rules/index_range.h>
 #include <dtensor/rules/propagation.h>
 #include <dtensor/rules/registration.h>
 #include <dtensor/rules/roles.h>
@@ -52,20 +53,6 @@ std::vector<ShardingRow> embedding_rows(const OpCall& call, int64_t m) {
   return rows;
 }
 
-// The masking below would turn an id outside the vocabulary into a zero row
-// on every rank, where the op on whole inputs raises: raise alike (on CUDA a
-// device-side assert, as the op's own kernel does, without a sync).
-void check_ids_in_vocabulary(const at::Tensor& ids, int64_t vocab) {
-  if (ids.numel() == 0) return;
-  const at::Tensor valid = ids.ge(0).logical_and_(ids.lt(vocab)).all();
-  if (ids.is_cuda()) {
-    at::_assert_async(valid);
-    return;
-  }
-  DTENSOR_CHECK(valid.item<bool>(), "aten::embedding: expected every id in [0, ", vocab,
-                "), found ids from ", ids.min().item<int64_t>(), " to ", ids.max().item<int64_t>());
-}
-
 // Looks up only the rows this rank holds when the weight is split by rows.
 void embedding_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                       const LocalContext& context) {
@@ -78,7 +65,7 @@ void embedding_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   }
   const int64_t first = layout.global_offset[0];
   const at::Tensor ids = stack[1].toTensor();
-  check_ids_in_vocabulary(ids, vocab);
+  check_indices_in_range(ids, vocab, "aten::embedding", "id");
   const at::Tensor outside = (ids < first).logical_or_(ids >= first + rows);
   stack[1] = (ids - first).masked_fill_(outside, 0);
   if (rows == 0) {

@@ -15,6 +15,7 @@
 #include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include "tests/rules/rules_test_util.h"
+#include "tests/support/expect_error.h"
 
 namespace dtensor {
 namespace {
@@ -92,6 +93,21 @@ INSTANTIATE_TEST_SUITE_P(
                       LossCase{{2, 2}, "S(0),S(1)", 11, at::Reduction::Mean, "P(sum),P(sum)"},
                       LossCase{{2, 2}, "S(0),S(1)", 11, at::Reduction::None, "S(0),P(sum)"},
                       LossCase{{2, 2}, "S(1),S(1)", 11, at::Reduction::Sum, "P(sum),P(sum)"}));
+
+// A target outside the classes raises on every rank, as on one device; it
+// must not be masked away as another rank's (ignored targets do not count).
+TEST(LossParallelTest, TargetOutsideTheClassesRaises) {
+  const at::Tensor logits = logits_of(11);
+  const at::Tensor target = at::tensor(std::vector<int64_t>{0, 50, kIgnored, 1, 3, 0, -100},
+                                       at::kLong);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    DTENSOR_EXPECT_ERROR(at::nll_loss(dist(logits, mesh, "S(1)"), dist(target, mesh, "R"), {},
+                                      at::Reduction::Mean, -100),
+                         "aten::nll_loss_forward: expected every target in [0, 11), found "
+                         "targets from 0 to 50");
+  });
+}
 
 // What the counter saw while `f` ran, on the calling rank.
 template <typename F>

@@ -20,6 +20,7 @@
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/redistribute/reduce_terms.h>
+#include <dtensor/rules/index_range.h>
 #include <dtensor/rules/propagation.h>
 #include <dtensor/rules/registration.h>
 #include <dtensor/rules/roles.h>
@@ -99,11 +100,13 @@ struct LocalClasses {
 
 LocalClasses local_classes(const LocalContext& context, size_t logits, const at::Tensor& target,
                            const c10::optional<at::Tensor>& weight, int64_t ignore_index) {
-  const LocalLayout& layout = context.propagation.input_targets[logits]->local_layout();
-  const int64_t first = layout.global_offset[1];
-  const int64_t count = layout.local_shape[1];
+  const DTensorSpec& spec = *context.propagation.input_targets[logits];
+  const int64_t first = spec.local_layout().global_offset[1];
+  const int64_t count = spec.local_layout().local_shape[1];
   LocalClasses out;
   out.valid = target.ne(ignore_index);
+  // A target outside every rank's block would count as nothing on all.
+  check_indices_in_range(target, spec.shape()[1], context.call.op_name(), "target", out.valid);
   const at::Tensor mine =
       out.valid.logical_and(target.ge(first)).logical_and_(target.lt(first + count));
   out.target = at::where(mine, target - first, at::full({}, -1, target.options()));
