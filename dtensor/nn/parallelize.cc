@@ -85,8 +85,7 @@ void check_no_stale_references(const std::string& path, torch::nn::Module& modul
 // gradient (the optimizer's in-place update makes them).
 void keep_gradients_in_parameter_layout(const at::Tensor& parameter) {
   if (!parameter.requires_grad()) return;
-  const DTensorSpec& spec = DTensor(parameter).spec();
-  parameter.register_hook([placements = spec.placements()](const at::Tensor& grad) {
+  parameter.register_hook([placements = DTensor(parameter).placements()](const at::Tensor& grad) {
     if (!grad.defined() || !is_dtensor(grad)) return grad;
     const DTensor gradient(grad);
     const DTensorSpec& from = gradient.spec();
