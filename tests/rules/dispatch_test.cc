@@ -308,7 +308,7 @@ TEST(DispatchTest, OutFormWritesIntoTheDTensor) {
     at::Tensor b = iota({5, 3}, -7);
     DTensor out = dist(at::zeros({5, 3}), mesh, "S(0)");
     at::Tensor out_tensor = out.tensor();
-    const at::Tensor& r = at::add_out(out_tensor, dist(a, mesh, "S(0)"), dist(b, mesh, "S(0)"));
+    const at::Tensor r = at::add_out(out_tensor, dist(a, mesh, "S(0)"), dist(b, mesh, "S(0)"));
     EXPECT_TRUE(r.is_same(out.tensor()));
     EXPECT_DT(out, a + b, "S(0)");
     at::mul_out(out_tensor, dist(a, mesh, "S(0)"), dist(b, mesh, "R"));

@@ -33,7 +33,8 @@ using rules_testing::signed_iota;
 
 // Whether no placement of `t` is Partial.
 bool none_partial(const at::Tensor& t) {
-  for (const PlacementPtr& p : DTensor(t).placements()) {
+  const DTensor d(t);
+  for (const PlacementPtr& p : d.placements()) {
     if (p->is_partial()) return false;
   }
   return true;
