@@ -94,11 +94,15 @@ class Registry {
   }
 
   // The values under `key` in registration order (a snapshot), or null.
-  std::shared_ptr<const Values> find(std::string_view key) const {
+  std::shared_ptr<const Values> find(const std::string& key) const {
     absl::ReaderMutexLock lock(&mutex_);
-    auto it = values_.find(std::string(key));
+    auto it = values_.find(key);
     return it == values_.end() ? nullptr : it->second;
   }
+  std::shared_ptr<const Values> find(std::string_view key) const {
+    return find(std::string(key));
+  }
+  std::shared_ptr<const Values> find(const char* key) const { return find(std::string(key)); }
 
   // Bumped by every change to this registry.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
