@@ -31,13 +31,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/synchronization/mutex.h>
 #include <dtensor/base/check.h>
 
 namespace dtensor {
@@ -67,7 +68,7 @@ class Registry {
   // registry of one value per key, throws when the key has one.
   void add(std::string_view key, Value value) {
     check(key);
-    absl::MutexLock lock(&mutex_);
+    std::unique_lock lock(mutex_);
     std::shared_ptr<const Values>& slot = values_[std::string(key)];
     DTENSOR_CHECK(per_key_ == PerKey::kJoinedValues || slot == nullptr, what_, ": \"", key,
                   "\": expected one value per key, found one registered already (override it "
@@ -81,21 +82,21 @@ class Registry {
   // Replaces every value under `key` by `value`.
   void override(std::string_view key, Value value) {
     check(key);
-    absl::MutexLock lock(&mutex_);
+    std::unique_lock lock(mutex_);
     values_[std::string(key)] = std::make_shared<const Values>(Values{std::move(value)});
     changed();
   }
 
   // Removes every value under `key` (tests).
   void remove(std::string_view key) {
-    absl::MutexLock lock(&mutex_);
+    std::unique_lock lock(mutex_);
     values_.erase(std::string(key));
     changed();
   }
 
   // The values under `key` in registration order (a snapshot), or null.
   std::shared_ptr<const Values> find(const std::string& key) const {
-    absl::ReaderMutexLock lock(&mutex_);
+    std::shared_lock lock(mutex_);
     auto it = values_.find(key);
     return it == values_.end() ? nullptr : it->second;
   }
@@ -111,7 +112,7 @@ class Registry {
   std::vector<std::string> keys() const {
     std::vector<std::string> out;
     {
-      absl::ReaderMutexLock lock(&mutex_);
+      std::shared_lock lock(mutex_);
       for (const auto& entry : values_) out.push_back(entry.first);
     }
     std::sort(out.begin(), out.end());
@@ -132,8 +133,10 @@ class Registry {
   const std::string what_;
   const PerKey per_key_;
   const KeyCheck check_key_;
-  mutable absl::Mutex mutex_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const Values>> values_ ABSL_GUARDED_BY(mutex_);
+  // Guards values_. A std::shared_mutex: Abseil's lock types changed their
+  // constructors between the Abseil versions dtensor builds with.
+  mutable std::shared_mutex mutex_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const Values>> values_;
   std::atomic<uint64_t> generation_{0};
 };
 

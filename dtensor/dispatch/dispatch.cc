@@ -11,7 +11,6 @@
 #include <dtensor/core/tensor_impl.h>
 #include <dtensor/dispatch/op_runner.h>
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 
 namespace dtensor {
 namespace {
@@ -34,9 +33,9 @@ void dtensor_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::j
 // One Library per namespace: torch::Library refuses a second IMPL block of
 // the same namespace and key in one place, so they live for the process.
 torch::Library& library_for(const std::string& ns) {
-  static absl::Mutex mutex;
+  static std::mutex mutex;
   static auto* libraries = new absl::flat_hash_map<std::string, std::unique_ptr<torch::Library>>();
-  absl::MutexLock lock(&mutex);
+  std::lock_guard<std::mutex> lock(mutex);
   auto& slot = (*libraries)[ns];
   if (!slot) {
     slot = std::make_unique<torch::Library>(torch::Library::IMPL, ns, kDTensorDispatchKey, __FILE__,
