@@ -121,6 +121,11 @@ class Placement {
   // order (Shard, Ragged), so a reduce-scatter or an all-gather produces them
   // directly. StridedShard and most user placements interleave.
   virtual bool splits_into_ordered_blocks() const { return false; }
+  // For a placement that cuts its split dim into `k` equal consecutive blocks
+  // and splits every block alike among the ranks (StridedShard: k is its
+  // split factor), k; nullopt for every other placement. A view that makes
+  // those blocks a dim of their own leaves a plain Shard of the next dim.
+  virtual std::optional<int64_t> strided_blocks() const { return std::nullopt; }
   // How many leading tensor dims this placement merges into one before it
   // splits (Ragged); 0 for every placement that works dim by dim.
   virtual int64_t merged_leading_dims() const { return 0; }

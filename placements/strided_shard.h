@@ -29,6 +29,7 @@ class StridedShard final : public Placement {
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   std::optional<int64_t> split_dim() const override { return dim_; }
+  std::optional<int64_t> strided_blocks() const override { return split_factor_; }
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
   // Interleaved pieces: never the even blocks view ops merge.

@@ -66,6 +66,59 @@ int64_t piece_size(const OpCall& call, int64_t dim, int64_t m, std::vector<int64
   return size;
 }
 
+// Input dim `dim` cut into output dims o0 .. o, split into even blocks on mesh
+// dim m. The mesh dims before m that split it too took whole leading output
+// dims (or whole factors of them) first; m's blocks go to the first output
+// dim of the piece they left that is longer than 1, when it divides evenly.
+// The result assumes those earlier splits stay, which it adds to
+// `assumed_kept`.
+PlacementPtr split_into_several(const OpCall& call, int64_t m, int64_t dim,
+                                const std::vector<int64_t>& out, size_t o0, size_t o,
+                                std::vector<int64_t>& assumed_kept) {
+  std::vector<int64_t> piece(out.begin() + o0, out.begin() + o);
+  std::vector<int64_t> read;
+  for (int64_t before = 0; before < m; ++before) {
+    if (split_dim_of(*call.placement(0, before)) != dim) continue;
+    int64_t ways = call.mesh().size(before);
+    read.push_back(before);
+    for (int64_t& size : piece) {
+      if (ways == 1) break;
+      if (size % ways == 0) {
+        size /= ways;
+        ways = 1;
+      } else if (ways % size == 0) {
+        ways /= size;
+        size = 1;
+      } else {
+        return nullptr;
+      }
+    }
+    if (ways != 1) return nullptr;
+  }
+  const int64_t n = call.mesh().size(m);
+  for (size_t d = 0; d < piece.size(); ++d) {
+    if (piece[d] == 1) continue;
+    if (piece[d] % n != 0) return nullptr;
+    assumed_kept.insert(assumed_kept.end(), read.begin(), read.end());
+    return Shard::make(static_cast<int64_t>(o0 + d));
+  }
+  return nullptr;
+}
+
+// A split of `k` strided blocks (StridedShard) whose dim the reshape cuts
+// into [k, rest...] (o0 .. o): the blocks become dim o0, and each rank's
+// piece of every block is a Shard of dim o0 + 1, exactly (even or not) when
+// the rest is one dim, or when the next dim divides by the mesh dim. Only
+// when no other mesh dim splits the same input dim.
+PlacementPtr unflattened_blocks(const OpCall& call, int64_t m, const Placement& p, int64_t dim,
+                                const std::vector<int64_t>& out, size_t o0, size_t o) {
+  const std::optional<int64_t> blocks = p.strided_blocks();
+  const int64_t n = call.mesh().size(m);
+  if (!blocks || o - o0 < 2 || out[o0] != *blocks || split_ways(call, dim) != n) return nullptr;
+  if (o - o0 > 2 && out[o0 + 1] % n != 0) return nullptr;
+  return Shard::make(static_cast<int64_t>(o0) + 1);
+}
+
 // Where the reshape sends a split of input dim `dim`. A strided result
 // depends on the splits of earlier mesh dims, which it adds to `assumed_kept`
 // (gathering one of them would change the stride).
@@ -96,6 +149,9 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
         if (out[d] == in[dim]) return p.moved_to_dim(d);
       }
     }
+    if (PlacementPtr unstrided = unflattened_blocks(call, m, p, dim, out, o0, o)) {
+      return unstrided;
+    }
     if (!p.fills_role(RuleRole::kEvenBlocks) || in[dim] % ways != 0) return nullptr;
     if (o - o0 == 1) {
       // Merged: blocks of a leading dim stay blocks; of a later dim, strided
@@ -109,9 +165,8 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
       if (before == 1) return Shard::make(o0);
       return StridedShard::make(o0, before);
     }
-    // Split into several: the first new dim carries the blocks.
-    if (static_cast<size_t>(dim) == i0 && i - i0 == 1 && out[o0] % ways == 0) {
-      return Shard::make(o0);
+    if (static_cast<size_t>(dim) == i0 && i - i0 == 1) {
+      return split_into_several(call, m, dim, out, o0, o, assumed_kept);
     }
     return nullptr;
   }

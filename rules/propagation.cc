@@ -135,7 +135,9 @@ class Engine {
                   "\", strategy), or opt into dtensor::ScopedReplicateFallback");
     infer_outputs();
     collect_rows();
-    return choose();
+    std::unique_ptr<Propagation> result = choose();
+    result->replicate_fallback = strategies_ == nullptr;
+    return result;
   }
 
  private:

@@ -58,6 +58,9 @@ struct Propagation {
   // Set when the op runs as other ops on DTensors (rules/decomposition.h);
   // nothing else here is then filled in.
   Decomposition decomposition;
+  // The op has no strategy and runs on replicated inputs
+  // (PropagationOptions::replicate_fallback).
+  bool replicate_fallback = false;
   // The written tensor takes the output's layout (Strategy::updates_layout_in_place).
   bool updates_layout_in_place = false;
   // Output specs, made on first use (their dtype is the local result's).

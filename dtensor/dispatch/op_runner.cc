@@ -8,6 +8,7 @@
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
 #include <dtensor/core/tensor_impl.h>
+#include <dtensor/dispatch/fallback_recorder.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/redistribute/planner.h>
 #include <dtensor/rules/propagation_cache.h>
@@ -182,6 +183,7 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
     propagation = key ? cache.insert(std::move(*key), std::move(result))
                       : (uncached = std::move(result)).get();
   }
+  if (propagation->replicate_fallback) FallbackRecorder::record(op_name_of(op));
   if (propagation->decomposition) {
     propagation->decomposition(op, stack);
     return;

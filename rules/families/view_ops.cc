@@ -1,8 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 //
 // rules/families/view_ops.cc: views, selections and reshapes
-// (rules/dim_map.h). flatten, unflatten, reshape and chunk decompose into
-// these in libtorch.
+// (rules/dim_map.h), and the backward of slices and selections. flatten,
+// unflatten, reshape and chunk decompose into these in libtorch.
 #include <numeric>
 
 #include <dtensor/placements/shard.h>
@@ -23,6 +23,22 @@ DimMap identity(int64_t ndim) {
   DimMap map(ndim);
   std::iota(map.begin(), map.end(), 0);
   return map;
+}
+
+// Backward of a slice or a select (grad_output, input_sizes, dim, ...): the
+// output is zeros of input_sizes with the gradient in the sliced or selected
+// part of `dim`, whose size is the output's, so `dim` itself must be whole.
+int64_t backward_dim(const OpCall& call) {
+  const int64_t ndim = static_cast<int64_t>(call.argument(1).toIntVector().size());
+  return normalize_tensor_dim(call.argument(2).toInt(), ndim, call.op_name());
+}
+
+Strategy scatter_backward_strategy(std::function<DimMap(const OpCall&)> map) {
+  Strategy strategy = dim_map_strategy(std::move(map));
+  strategy.output_shapes = [](const OpCall& call) {
+    return std::vector<std::vector<int64_t>>{call.argument(1).toIntVector()};
+  };
+  return strategy;
 }
 
 // Removes dim `dim`: it is consumed and later dims shift down.
@@ -161,6 +177,27 @@ DTENSOR_REGISTER(view_strategies) {
                   dim_map_strategy([](const OpCall& call) {
                     return cutting_dim(input_ndim(call), dim_argument(call, 2, input_ndim(call)));
                   }));
+}
+
+DTENSOR_REGISTER(view_backward_strategies) {
+  // The gradient's dims are the output's; a split of any but the sliced dim
+  // passes, a Partial passes (zeros elsewhere keep the sum).
+  add_to_existing(strategies(), {"aten::slice_backward"},
+                  scatter_backward_strategy([](const OpCall& call) {
+                    return cutting_dim(input_ndim(call), backward_dim(call));
+                  }));
+  // The gradient lacks the selected dim: its dims map past it.
+  add_to_existing(strategies(), {"aten::select_backward"},
+                  scatter_backward_strategy([](const OpCall& call) {
+                    const int64_t selected = backward_dim(call);
+                    DimMap map(input_ndim(call));
+                    for (int64_t d = 0; d < input_ndim(call); ++d)
+                      map[d] = d < selected ? d : d + 1;
+                    return map;
+                  }));
+  // Each shard takes its own size.
+  add_to_existing(local_kernels(), {"aten::slice_backward", "aten::select_backward"},
+                  sized_view_kernel(/*size_argument=*/1));
 }
 
 DTENSOR_REGISTER(view_kernels) {

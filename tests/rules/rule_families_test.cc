@@ -830,6 +830,50 @@ TEST(ViewRulesTest, ViewKeepsOrStridesTheSplit) {
   });
 }
 
+// Cutting a StridedShard dim into its blocks: each rank's piece of every
+// block is a plain Shard of the next dim, with no communication, even or
+// not; the merge that made the StridedShard round-trips (the batched matmul
+// of head-sharded attention reshapes [B, H, ...] to [B*H, ...] and back).
+TEST(ViewRulesTest, UnflatteningStridedBlocksKeepsAShard) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    ScopedStrictMode strict;
+    at::Tensor a = iota({6, 4});
+    EXPECT_DT(dist(a, mesh, "SS(0,2)").tensor().view({2, 3, 4}), a.view({2, 3, 4}), "S(1)");
+    at::Tensor b = iota({16, 3});
+    EXPECT_DT(dist(b, mesh, "SS(0,2)").tensor().view({2, 8, 3}), b.view({2, 8, 3}), "S(1)");
+    EXPECT_DT(dist(b, mesh, "SS(0,2)").tensor().view({2, 4, 2, 3}), b.view({2, 4, 2, 3}), "S(1)");
+    // 5 per block over 4 ranks: torch.chunk's uneven pieces, still exact.
+    at::Tensor c = iota({10, 3});
+    EXPECT_DT(dist(c, mesh, "SS(0,2)").tensor().view({2, 5, 3}), c.view({2, 5, 3}), "S(1)");
+    at::Tensor heads = iota({2, 4, 3});
+    const at::Tensor merged = dist(heads, mesh, "S(1)").tensor().view({8, 3});
+    EXPECT_DT(merged, heads.view({8, 3}), "SS(0,2)");
+    EXPECT_DT(merged.view({2, 4, 3}), heads, "S(1)");
+  });
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    // Each rank's piece of 8 in blocks of 2 cannot be a Shard of the
+    // 2-long dim after the blocks: gathered, not guessed.
+    at::Tensor b = iota({16, 3});
+    EXPECT_DT(dist(b, mesh, "R,SS(0,2)").tensor().view({2, 2, 4, 3}), b.view({2, 2, 4, 3}));
+    // Another mesh dim splitting the same dim: the pieces are not the
+    // blocks' any more, so the view gathers rather than guess.
+    at::Tensor a = iota({8, 3});
+    EXPECT_DT(dist(a, mesh, "SS(0,2),S(0)").tensor().view({2, 4, 3}), a.view({2, 4, 3}));
+    ScopedStrictMode strict;
+    EXPECT_DT(dist(a, mesh, "R,SS(0,2)").tensor().view({2, 4, 3}), a.view({2, 4, 3}), "R,S(1)");
+    // Nested even splits of one dim cut into several: each mesh dim takes
+    // its own output dim (batch and heads of attention's [B*H, ...]).
+    at::Tensor heads = iota({2, 4, 3});
+    const at::Tensor merged = dist(heads, mesh, "S(0),S(1)").tensor().view({8, 3});
+    EXPECT_DT(merged, heads.view({8, 3}), "S(0),S(0)");
+    EXPECT_DT(merged.view({2, 4, 3}), heads, "S(0),S(1)");
+    EXPECT_DT(dist(iota({8, 3}), mesh, "S(0),S(0)").tensor().view({4, 2, 3}),
+              iota({8, 3}).view({4, 2, 3}), "S(0),S(0)");
+  });
+}
+
 TEST(ViewRulesTest, ViewThatCannotKeepTheSplitGathers) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
