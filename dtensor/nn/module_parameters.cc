@@ -17,23 +17,41 @@ namespace {
 
 using ParameterDict = torch::OrderedDict<std::string, at::Tensor>;
 
-// torch::nn::Module keeps its parameters in the protected `parameters_`, and
-// its public accessors return copies; replacing an entry needs the entry
-// itself. A pointer to a protected member may be formed through a derived
-// class, and then applies to any Module.
-struct ParameterStorage : torch::nn::Module {
-  static ParameterDict& of(torch::nn::Module& module) {
-    return module.*(&ParameterStorage::parameters_);
+// torch::nn::Module keeps its parameters in the protected `parameters_` and
+// its buffers in the private `buffers_`, and its public accessors return
+// copies; replacing an entry needs the entry itself. A pointer to a protected
+// member may be formed through a derived class; one to a private member only
+// in an explicit instantiation, whose arguments C++ exempts from access
+// checks ([temp.spec.general]): `ExposeMember` hands it out through a friend.
+template <typename Tag, typename Tag::Pointer kMember>
+struct ExposeMember {
+  friend typename Tag::Pointer exposed(Tag) { return kMember; }
+};
+struct BuffersTag {
+  using Pointer = ParameterDict torch::nn::Module::*;
+  friend Pointer exposed(BuffersTag);
+};
+template struct ExposeMember<BuffersTag, &torch::nn::Module::buffers_>;
+
+struct ModuleStorage : torch::nn::Module {
+  static ParameterDict& parameters_of(torch::nn::Module& module) {
+    return module.*(&ModuleStorage::parameters_);
+  }
+  static ParameterDict& buffers_of(torch::nn::Module& module) {
+    return module.*exposed(BuffersTag{});
   }
 };
 
-at::Tensor& registered_entry(torch::nn::Module& module, const std::string& name) {
-  ParameterDict& parameters = ParameterStorage::of(module);
-  at::Tensor* entry = parameters.find(name);
-  DTENSOR_CHECK(entry != nullptr, "module ", module_type_name(module),
-                ": expected a parameter called '", name, "', found only [",
-                absl::StrJoin(parameters.keys(), ", "), "]");
+at::Tensor& entry_in(ParameterDict& entries, torch::nn::Module& module, const char* kind,
+                     const std::string& name) {
+  at::Tensor* entry = entries.find(name);
+  DTENSOR_CHECK(entry != nullptr, "module ", module_type_name(module), ": expected a ", kind,
+                " called '", name, "', found only [", absl::StrJoin(entries.keys(), ", "), "]");
   return *entry;
+}
+
+at::Tensor& registered_entry(torch::nn::Module& module, const std::string& name) {
+  return entry_in(ModuleStorage::parameters_of(module), module, "parameter", name);
 }
 
 // Points `name`'s member among `members` at `value`.
@@ -89,6 +107,14 @@ void replace_parameter(torch::nn::Module& module, const std::string& name, at::T
   if (auto* members = dynamic_cast<ParameterMembers*>(&module)) {
     members->rebind_parameter(name, value);
   }
+}
+
+void replace_buffer(torch::nn::Module& module, const std::string& name, at::Tensor value) {
+  at::Tensor& entry = entry_in(ModuleStorage::buffers_of(module), module, "buffer", name);
+  DTENSOR_CHECK(value.defined(), "replace_buffer: module ", module_type_name(module), ", buffer '",
+                name, "': expected a tensor, found an undefined one");
+  entry = value;
+  if (auto* members = dynamic_cast<ParameterMembers*>(&module)) members->rebind_buffer(name, value);
 }
 
 }  // namespace dtensor::nn

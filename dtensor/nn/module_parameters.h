@@ -43,6 +43,8 @@ class ParameterMembers {
  public:
   virtual ~ParameterMembers() = default;
   virtual void rebind_parameter(const std::string& name, const at::Tensor& value) = 0;
+  // The same for a buffer (replicate_buffers); by default none is copied.
+  virtual void rebind_buffer(const std::string& /*name*/, const at::Tensor& /*value*/) {}
 };
 
 // Replaces the parameter `name` registered directly on `module` (no dotted
@@ -54,6 +56,11 @@ void replace_parameter(torch::nn::Module& module, const std::string& name, at::T
 // The parameter `name` registered directly on `module`; throws like
 // replace_parameter.
 const at::Tensor& registered_parameter(torch::nn::Module& module, const std::string& name);
+
+// Replaces the buffer `name` registered directly on `module` by `value` and
+// updates the member copy through ParameterMembers::rebind_buffer. Throws
+// dtensor::Error naming the module's buffers when `name` is not one.
+void replace_buffer(torch::nn::Module& module, const std::string& name, at::Tensor value);
 
 // The module's type as users spell it, for messages: "torch::nn::Linear"
 // (Module::name() without the "Impl" of the class behind the holder).

@@ -53,21 +53,28 @@ struct WatchedParameter {
   WeakImpl keeps_address;  // `impl` is never reused meanwhile
 };
 
-std::vector<WatchedParameter> watch_parameters(const torch::nn::Module& module) {
+// The parameters or the buffers registered directly on a module.
+using NamedTensors = torch::OrderedDict<std::string, at::Tensor>;
+
+std::vector<WatchedParameter> watch(const NamedTensors& entries) {
   std::vector<WatchedParameter> watched;
-  for (const auto& parameter : module.named_parameters(/*recurse=*/false)) {
-    watched.push_back({parameter.key(), parameter->unsafeGetTensorImpl(),
-                       WeakImpl(parameter->getIntrusivePtr())});
+  for (const auto& entry : entries) {
+    if (!entry->defined()) continue;
+    watched.push_back(
+        {entry.key(), entry->unsafeGetTensorImpl(), WeakImpl(entry->getIntrusivePtr())});
   }
   return watched;
 }
 
-// Every parameter of `watched` that was replaced must be referenced nowhere.
-void check_no_stale_references(const std::string& path, torch::nn::Module& module,
+// Every tensor of `watched` that `now` no longer holds must be referenced
+// nowhere. `what` names the call and `kind` the entries.
+void check_no_stale_references(const char* what, const char* kind, const std::string& path,
+                               const NamedTensors& now,
                                const std::vector<WatchedParameter>& watched) {
   for (const WatchedParameter& old : watched) {
-    if (registered_parameter(module, old.name).unsafeGetTensorImpl() == old.impl) continue;
-    DTENSOR_CHECK(old.keeps_address.use_count() == 0, "distribute_module: parameter '",
+    const at::Tensor* current = now.find(old.name);
+    if (current != nullptr && current->unsafeGetTensorImpl() == old.impl) continue;
+    DTENSOR_CHECK(old.keeps_address.use_count() == 0, what, ": ", kind, " '",
                   path.empty() ? old.name : path + "." + old.name,
                   "' was replaced by a DTensor, but its old tensor is still referenced ",
                   old.keeps_address.use_count(),
@@ -116,10 +123,27 @@ void distribute_parameter(torch::nn::Module& module, const std::string& name,
 void distribute_module(torch::nn::Module& module, const DeviceMesh& mesh,
                        const PartitionFn& partition_fn) {
   walk(module, "", [&](const std::string& path, torch::nn::Module& submodule) {
-    const std::vector<WatchedParameter> before = watch_parameters(submodule);
+    const std::vector<WatchedParameter> before = watch(submodule.named_parameters(false));
     if (partition_fn) partition_fn(path, submodule, mesh);
     replicate_plain_parameters(submodule, mesh);
-    check_no_stale_references(path, submodule, before);
+    check_no_stale_references("distribute_module", "parameter", path,
+                              submodule.named_parameters(false), before);
+  });
+}
+
+void replicate_buffers(torch::nn::Module& module, const DeviceMesh& mesh) {
+  const std::vector<PlacementPtr> replicated(mesh.ndim(), Replicate::make());
+  walk(module, "", [&](const std::string& path, torch::nn::Module& submodule) {
+    const std::vector<WatchedParameter> before = watch(submodule.named_buffers(false));
+    for (const WatchedParameter& buffer : before) {
+      const at::Tensor old = submodule.named_buffers(false)[buffer.name];
+      if (is_dtensor(old)) continue;
+      // The first rank's values, as for parameters.
+      replace_buffer(submodule, buffer.name,
+                     distribute_tensor(old, mesh, replicated, mesh.ranks().front()).tensor());
+    }
+    check_no_stale_references("replicate_buffers", "buffer", path, submodule.named_buffers(false),
+                              before);
   });
 }
 

@@ -54,7 +54,8 @@
 // `ParameterMembers` or keep no copies. Parallelize before building an
 // optimizer or running forward: distribute_module throws if an old parameter
 // is still referenced afterwards (a member copy, an optimizer, a vector of
-// parameters, a live autograd graph). Buffers stay plain tensors.
+// parameters, a live autograd graph). Buffers stay plain tensors
+// unless `replicate_buffers` makes them replicated DTensors.
 //
 // Every call here is collective over the mesh: all ranks make it, on the
 // same module structure, in the same order.
@@ -91,6 +92,13 @@ using PartitionFn =
 // afterwards (see the file comment).
 void distribute_module(torch::nn::Module& module, const DeviceMesh& mesh,
                        const PartitionFn& partition_fn = {});
+
+// Replaces every plain buffer of `module`'s tree (rotary tables, causal
+// masks) by a DTensor replicated over `mesh`, from the mesh's first rank's
+// values, so that forward() mixes no plain tensor with DTensors. Member copies
+// follow through ParameterMembers::rebind_buffer; like distribute_module, it
+// throws if an old buffer is still referenced afterwards. Collective.
+void replicate_buffers(torch::nn::Module& module, const DeviceMesh& mesh);
 
 // Replaces the parameter `name` of `module` by its value laid out over `mesh`
 // as `placements`, the value of the mesh's first rank scattered to the others

@@ -2,10 +2,28 @@
 //
 // rules/families/pointwise_ops.cc: the elementwise operators, grouped by how
 // Partial placements pass through them (rules/pointwise.h).
+#include <dtensor/placements/replicate.h>
 #include <dtensor/rules/pointwise.h>
 #include <dtensor/rules/registration.h>
 
 namespace dtensor {
+namespace {
+
+// masked_fill(self, mask, 0): a zero is a term of any sum, so terms of a
+// pending sum (or average) stay terms, with the mask whole. (Autograd's
+// backward of masked_fill is this fill with 0.)
+std::vector<ShardingRow> zero_fill_rows(const OpCall& call, int64_t m) {
+  const PlacementPtr& p = call.placement(0, m);
+  const std::optional<ReduceOp> op = p->partial_op();
+  const c10::IValue& value = call.argument("value");
+  if (!op || (*op != ReduceOp::kSum && *op != ReduceOp::kAvg) || !value.isScalar() ||
+      value.toScalar().toComplexDouble() != 0.0) {
+    return {};
+  }
+  return {{{p, Replicate::make()}, {p}}};
+}
+
+}  // namespace
 
 DTENSOR_REGISTER(pointwise_strategies) {
   Registry<Strategy>& registry = strategies();
@@ -73,6 +91,13 @@ DTENSOR_REGISTER(pointwise_strategies) {
        // Fills and casts (a fill of a Partial would multiply the value).
        "aten::fill_.Scalar", "aten::fill_.Tensor", "aten::_to_copy"},
       pointwise_strategy(Linearity::kNone));
+}
+
+DTENSOR_REGISTER(zero_fill_strategies) {
+  Strategy zero_fill;
+  zero_fill.rows = zero_fill_rows;
+  add_to_existing(strategies(), {"aten::masked_fill.Scalar", "aten::masked_fill_.Scalar"},
+                  zero_fill);
 }
 
 }  // namespace dtensor

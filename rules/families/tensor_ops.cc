@@ -42,6 +42,12 @@ std::vector<ShardingRow> join_rows(const OpCall& call, int64_t m, bool stack) {
     row.outputs = {out};
     rows.push_back(std::move(row));
   }
+  // Every output element is one input element: terms of the same pending
+  // reduction on every input stay terms of it.
+  const PlacementPtr& first = call.placement(0, m);
+  if (first->is_partial()) {
+    rows.push_back({std::vector<PlacementPtr>(call.num_inputs(), first), {first}});
+  }
   return rows;
 }
 

@@ -582,5 +582,44 @@ TEST(ParallelizeErrorTest, OldParameterStillReferenced) {
   });
 }
 
+// A module whose forward() adds a buffer it reads through a member.
+struct OffsetImpl : torch::nn::Module, ParameterMembers {
+  explicit OffsetImpl(bool follows) : follows_(follows) {
+    offset = register_buffer("offset", at::arange(6, at::kFloat));
+  }
+  void rebind_parameter(const std::string&, const at::Tensor&) override {}
+  void rebind_buffer(const std::string& name, const at::Tensor& value) override {
+    if (follows_ && name == "offset") offset = value;
+  }
+  at::Tensor forward(const at::Tensor& x) { return x + offset; }
+  at::Tensor offset;
+  bool follows_;
+};
+TORCH_MODULE(Offset);
+
+// Buffers become replicated DTensors holding the first rank's values, so
+// forward() mixes no plain tensor into DTensor ops (no implicit
+// replication); a member copy that does not follow is an error.
+TEST(ParallelizeTest, ReplicateBuffersMakesThemReplicatedDTensors) {
+  run_ranks(2, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    Offset module(/*follows=*/true);
+    // Ranks that disagree on a buffer get the first rank's.
+    if (rank == 1) module->offset.add_(100);
+    replicate_buffers(*module, mesh);
+    const DTensor offset(module->named_buffers()["offset"]);
+    EXPECT_EQ(placements_to_string(offset.placements()), "R");
+    EXPECT_TRUE(module->offset.is_same(offset.tensor()));
+    const at::Tensor x = at::ones({3, 6});
+    const DTensor y(module->forward(distribute_tensor(x, mesh, parse_placements("S(0)"))));
+    EXPECT_EQ(placements_to_string(y.placements()), "S(0)");
+    EXPECT_TRUE(at::equal(y.full_tensor(), x + at::arange(6, at::kFloat)));
+    Offset stale(/*follows=*/false);
+    DTENSOR_EXPECT_ERROR(replicate_buffers(*stale, mesh),
+                         "replicate_buffers: buffer 'offset' was replaced by a DTensor, but its "
+                         "old tensor is still referenced 1 time(s) elsewhere: expected none");
+  });
+}
+
 }  // namespace
 }  // namespace dtensor::nn

@@ -221,6 +221,33 @@ TEST(PointwiseRulesTest, PartialLinearity1D) {
   });
 }
 
+// Filling with zero (masked_fill's backward) and joining (cat, stack) keep
+// terms of a pending sum; filling with anything else does not.
+TEST(PointwiseRulesTest, ZeroFillAndJoinsKeepAPartial) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({4, 3});
+    const at::Tensor b = iota({4, 3}, 5);
+    const at::Tensor mask = iota({4, 3}).remainder(3).eq(0);
+    const DTensor whole_mask = dist(mask, mesh, "R");
+    {
+      ScopedStrictMode strict;
+      EXPECT_DT(partial_sum_terms(a, mesh).tensor().masked_fill(whole_mask, 0.0),
+                a.masked_fill(mask, 0.0), "P(sum)");
+      EXPECT_DT(at::cat({partial_sum_terms(a, mesh), partial_sum_terms(b, mesh)}, 1),
+                at::cat({a, b}, 1), "P(sum)");
+      EXPECT_DT(at::stack({partial_sum_terms(a, mesh), partial_sum_terms(b, mesh)}),
+                at::stack({a, b}), "P(sum)");
+    }
+    // -1 on every rank would count n times: reduced first.
+    EXPECT_DT(partial_sum_terms(a, mesh).tensor().masked_fill(whole_mask, -1.0),
+              a.masked_fill(mask, -1.0), "R");
+    // Terms of different reductions do not join.
+    DTensor pm = from_local(b - 7 * mesh.coordinate()[0], mesh, parse_placements("P(max)"));
+    EXPECT_DT(at::cat({partial_sum_terms(a, mesh), pm}, 1), at::cat({a, b}, 1));
+  });
+}
+
 // copy_ keeps a Partial only where the conversion sums alike: float terms
 // 0.5 + 0.5 copied into int64 terms would truncate to 0 + 0.
 TEST(PointwiseRulesTest, CopyBetweenDtypesKeepsAPartialOnlyFromFloatToFloat) {
