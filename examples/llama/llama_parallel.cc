@@ -4,11 +4,18 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/autograd.h>
+// clip_grad.h is not self-contained: it needs torch::Tensor declared first.
+#include <torch/types.h>
+
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
 
 #include <mutex>
+#include <optional>
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
+#include <dtensor/nn/clip_grad.h>
 #include <dtensor/nn/parallelize.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
@@ -76,13 +83,34 @@ Llama seeded_model(const LlamaConfig& config, uint64_t seed) {
   return model;
 }
 
-void sgd_step(torch::nn::Module& model, double learning_rate) {
-  torch::NoGradGuard no_grad;
-  for (at::Tensor& p : model.parameters()) {
-    p.sub_(p.grad().mul(learning_rate));
-    p.mutable_grad() = at::Tensor();
+// SGD or AdamW over a model's parameters.
+class Optimizer {
+ public:
+  Optimizer(torch::nn::Module& model, const LlamaTrainOptions& options)
+      : parameters_(model.parameters()), learning_rate_(options.learning_rate) {
+    if (options.adamw) {
+      adamw_.emplace(parameters_, torch::optim::AdamWOptions(options.learning_rate));
+    }
   }
-}
+
+  void step() {
+    if (adamw_) {
+      adamw_->step();
+      adamw_->zero_grad();
+      return;
+    }
+    torch::NoGradGuard no_grad;
+    for (at::Tensor& p : parameters_) {
+      p.sub_(p.grad().mul(learning_rate_));
+      p.mutable_grad() = at::Tensor();
+    }
+  }
+
+ private:
+  std::vector<at::Tensor> parameters_;
+  double learning_rate_;
+  std::optional<torch::optim::AdamW> adamw_;
+};
 
 // The largest difference between the two models' parameters (`of_grad`:
 // their gradients).
@@ -133,6 +161,7 @@ std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
   const at::Tensor targets = tokens.roll(-1, 1);
   const DTensor mesh_tokens = distribute_tensor(tokens, mesh, batch_layout(mesh));
   const DTensor mesh_targets = distribute_tensor(targets, mesh, batch_layout(mesh));
+  Optimizer reference_optimizer(*reference, options), optimizer(*model, options);
   std::vector<LlamaStep> steps;
   for (int64_t step = 0; step < options.steps; ++step) {
     LlamaStep record;
@@ -150,10 +179,17 @@ std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
     record.loss = DTensor(loss).full_tensor().item<double>();
     {
       CollectiveCounter counter;
-      sgd_step(*model, options.learning_rate);
+      if (options.clip_norm > 0) {
+        record.grad_norm = nn::clip_grad_norm_(model->parameters(), options.clip_norm);
+      }
+      optimizer.step();
       for (const auto& [kind, count] : counter.by_collective()) record.collectives[kind] += count;
     }
-    sgd_step(*reference, options.learning_rate);
+    if (options.clip_norm > 0) {
+      record.reference_grad_norm =
+          torch::nn::utils::clip_grad_norm_(reference->parameters(), options.clip_norm);
+    }
+    reference_optimizer.step();
     record.max_param_diff = max_difference(*model, *reference, /*of_grad=*/false);
     steps.push_back(std::move(record));
   }

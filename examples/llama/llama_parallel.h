@@ -47,6 +47,10 @@ struct LlamaTrainOptions {
   int64_t steps = 3;
   double learning_rate = 0.1;
   uint64_t seed = 1234;
+  // AdamW instead of plain SGD.
+  bool adamw = false;
+  // Clip the gradients' total 2-norm to this before each update (0: none).
+  double clip_norm = 0;
 };
 
 struct LlamaStep {
@@ -54,11 +58,14 @@ struct LlamaStep {
   double reference_loss = 0;                   // one device
   double max_grad_diff = 0;                    // over every parameter
   double max_param_diff = 0;                   // after the update
+  double grad_norm = 0;                        // before clipping, on the mesh
+  double reference_grad_norm = 0;              // one device
   std::map<std::string, int64_t> collectives;  // the step's, by kind (this rank)
 };
 
 // Trains the model under `plan` on `mesh` and on one device, from the same
-// initial values and data, with SGD. Collective.
+// initial values and data, with SGD or AdamW, clipping the gradients if
+// asked. Collective.
 std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
                                    const LlamaTrainOptions& options);
 

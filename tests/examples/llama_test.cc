@@ -18,6 +18,7 @@ namespace {
 struct PlanCase {
   LlamaPlan plan;
   std::vector<int64_t> mesh;
+  bool adamw_with_clipping = false;
 };
 
 class LlamaTest : public ::testing::TestWithParam<PlanCase> {};
@@ -29,12 +30,22 @@ TEST_P(LlamaTest, TrainsLikeOneDevice) {
         "local", c.mesh,
         c.mesh.size() == 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{"dp", "tp"});
     FallbackRecorder fallbacks;
-    const std::vector<LlamaStep> steps = train_llama(mesh, c.plan, {});
+    LlamaTrainOptions options;
+    if (c.adamw_with_clipping) {
+      options.adamw = true;
+      options.learning_rate = 0.01;
+      options.clip_norm = 0.5;  // below every step's norm: every step clips
+    }
+    const std::vector<LlamaStep> steps = train_llama(mesh, c.plan, options);
     ASSERT_EQ(steps.size(), 3u);
     for (const LlamaStep& step : steps) {
       EXPECT_NEAR(step.loss, step.reference_loss, 1e-9);
       EXPECT_LE(step.max_grad_diff, 1e-9);
       EXPECT_LE(step.max_param_diff, 1e-9);
+      EXPECT_NEAR(step.grad_norm, step.reference_grad_norm, 1e-9);
+      if (c.adamw_with_clipping) {
+        EXPECT_GT(step.reference_grad_norm, options.clip_norm);
+      }
     }
     // The loss falls: the steps train.
     EXPECT_LT(steps.back().reference_loss, steps.front().reference_loss);
@@ -46,7 +57,9 @@ INSTANTIATE_TEST_SUITE_P(Plans, LlamaTest,
                          ::testing::Values(PlanCase{LlamaPlan::kTensorParallel, {4}},
                                            PlanCase{LlamaPlan::kLossParallel, {4}},
                                            PlanCase{LlamaPlan::kTensorParallel, {2, 2}},
-                                           PlanCase{LlamaPlan::kLossParallel, {2, 2}}));
+                                           PlanCase{LlamaPlan::kLossParallel, {2, 2}},
+                                           PlanCase{LlamaPlan::kTensorParallel, {4}, true},
+                                           PlanCase{LlamaPlan::kLossParallel, {2, 2}, true}));
 
 TEST(LlamaPlanTest, HeadsMustDivideByTheTensorParallelDegree) {
   run_ranks(4, [](int) {
