@@ -3,15 +3,22 @@
 # or benchmarks), and run on 4 ranks of the in-process local backend (no
 # launcher): tensor-parallel (and sequence-parallel) MLP training with plain
 # ATen calls on DTensors, checked step by step against one-device training;
-# a Llama-style decoder trained under tensor, loss and 2-D parallel plans,
-# checked the same way; then the DeviceMesh and redistribute tours.
+# then the DeviceMesh and redistribute tours.
+#
+#   bash scripts/run_example.sh          # the main job
+#   bash scripts/run_example.sh llama    # also the Llama-style decoder under its plans
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DTENSOR_TARGETS="tp_mlp llama mesh_tour redistribute_tour" bash scripts/build.sh
-"${DTENSOR_BUILD_DIR:-build}"/examples/tp_mlp
+targets="tp_mlp mesh_tour redistribute_tour"
+[[ "${1:-}" == "llama" ]] && targets+=" llama"
+DTENSOR_TARGETS="$targets" bash scripts/build.sh
+build="${DTENSOR_BUILD_DIR:-build}"
+"$build"/examples/tp_mlp
 echo
-"${DTENSOR_BUILD_DIR:-build}"/examples/llama
+if [[ "${1:-}" == "llama" ]]; then
+  "$build"/examples/llama
+  echo
+fi
+"$build"/examples/mesh_tour
 echo
-"${DTENSOR_BUILD_DIR:-build}"/examples/mesh_tour
-echo
-"${DTENSOR_BUILD_DIR:-build}"/examples/redistribute_tour
+"$build"/examples/redistribute_tour
