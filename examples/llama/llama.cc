@@ -19,6 +19,16 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
+// Each of [batch, kv_heads, seq, head_dim]'s heads `times` over in a row:
+// [batch, kv_heads * times, seq, head_dim], as grouped-query attention
+// pairs query heads with key/value heads.
+at::Tensor repeat_kv(const at::Tensor& x, int64_t times) {
+  const int64_t batch = x.size(0), kv_heads = x.size(1), seq = x.size(2), dim = x.size(3);
+  return x.unsqueeze(2)
+      .expand({batch, kv_heads, times, seq, dim})
+      .reshape({batch, kv_heads * times, seq, dim});
+}
+
 }  // namespace
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps)
@@ -68,8 +78,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
   at::Tensor k = rotate(heads_of(wk->forward(x), kv_heads_), seq);
   at::Tensor v = heads_of(wv->forward(x), kv_heads_);
   if (kv_heads_ != heads_) {
-    k = k.repeat_interleave(heads_ / kv_heads_, 1);
-    v = v.repeat_interleave(heads_ / kv_heads_, 1);
+    k = repeat_kv(k, heads_ / kv_heads_);
+    v = repeat_kv(v, heads_ / kv_heads_);
   }
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).div(std::sqrt(double(head_dim_)));
   scores = scores.masked_fill(causal_.slice(0, 0, seq).slice(1, 0, seq).logical_not(),

@@ -19,6 +19,7 @@ struct PlanCase {
   LlamaPlan plan;
   std::vector<int64_t> mesh;
   bool adamw_with_clipping = false;
+  int64_t kv_heads = 4;  // 2: grouped-query attention, two query heads per key/value head
 };
 
 class LlamaTest : public ::testing::TestWithParam<PlanCase> {};
@@ -31,6 +32,7 @@ TEST_P(LlamaTest, TrainsLikeOneDevice) {
         c.mesh.size() == 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{"dp", "tp"});
     FallbackRecorder fallbacks;
     LlamaTrainOptions options;
+    options.config.kv_heads = c.kv_heads;
     if (c.adamw_with_clipping) {
       options.adamw = true;
       options.learning_rate = 0.01;
@@ -59,7 +61,8 @@ INSTANTIATE_TEST_SUITE_P(Plans, LlamaTest,
                                            PlanCase{LlamaPlan::kTensorParallel, {2, 2}},
                                            PlanCase{LlamaPlan::kLossParallel, {2, 2}},
                                            PlanCase{LlamaPlan::kTensorParallel, {4}, true},
-                                           PlanCase{LlamaPlan::kLossParallel, {2, 2}, true}));
+                                           PlanCase{LlamaPlan::kLossParallel, {2, 2}, true},
+                                           PlanCase{LlamaPlan::kTensorParallel, {2, 2}, false, 2}));
 
 TEST(LlamaPlanTest, HeadsMustDivideByTheTensorParallelDegree) {
   run_ranks(4, [](int) {
