@@ -82,13 +82,20 @@ DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) {
 
 DTensor::DTensor(at::Tensor tensor) : tensor_(std::move(tensor)) { dtensor_impl(tensor_); }
 
-at::Tensor DTensor::to_local() const {
+at::Tensor DTensor::to_local(
+    const std::optional<std::vector<PlacementPtr>>& grad_placements) const {
   if (!tensor_.requires_grad() || !c10::GradMode::is_enabled()) return impl()->local();
-  return to_local_with_grad(tensor_, nullptr);
+  if (!grad_placements) return to_local_with_grad(tensor_, nullptr);
+  DTENSOR_CHECK(grad_placements->size() == placements().size(),
+                "to_local: grad_placements: expected one per mesh dim (", placements().size(),
+                "), found ", grad_placements->size());
+  return to_local_with_grad(
+      tensor_, std::make_shared<const DTensorSpec>(spec().with_placements(*grad_placements)));
 }
 
-at::Tensor DTensor::full_tensor() const {
-  return redistribute_any(*this, all_replicate(placements().size())).to_local();
+at::Tensor DTensor::full_tensor(
+    const std::optional<std::vector<PlacementPtr>>& grad_placements) const {
+  return redistribute_any(*this, all_replicate(placements().size())).to_local(grad_placements);
 }
 
 DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,

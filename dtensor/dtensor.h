@@ -58,11 +58,16 @@ class DTensor {
   operator const at::Tensor&() const { return tensor_; }
 
   // The calling rank's shard (sharing its storage). Differentiable: the
-  // gradient flows back as a DTensor of this layout, Partial read as
-  // Replicate.
-  at::Tensor to_local() const;
+  // gradient flows back as a DTensor laid out as `grad_placements` (as
+  // PyTorch's: say Partial(sum) when each rank's gradient is a term of the
+  // whole one); by default this layout, Partial read as Replicate.
+  at::Tensor to_local(
+      const std::optional<std::vector<PlacementPtr>>& grad_placements = std::nullopt) const;
   // The whole global tensor on every rank (Partial placements reduced).
-  at::Tensor full_tensor() const;
+  // Differentiable: each rank's gradient of the result is read as
+  // `grad_placements` (by default Replicate) of the whole gradient.
+  at::Tensor full_tensor(
+      const std::optional<std::vector<PlacementPtr>>& grad_placements = std::nullopt) const;
   // The same global tensor with `placements`. A Partial target is refused
   // unless that mesh dim already holds the same Partial. Differentiable.
   DTensor redistribute(const std::vector<PlacementPtr>& placements,

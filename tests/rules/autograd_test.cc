@@ -10,6 +10,7 @@
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
 #include "examples/tp_mlp/tp_mlp.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/tp_mlp_expectations.h"
 
 namespace dtensor {
@@ -216,6 +217,32 @@ TEST(AutogradTest, FromLocalAndToLocalCarryGradients) {
     DTensor doubled(d.tensor() * 2);
     doubled.to_local().sum().backward();
     EXPECT_TRUE(at::equal(local.grad(), at::full({2, 3}, 2.0)));
+  });
+}
+
+// grad_placements say how each rank's gradient of the local or full tensor
+// makes up the whole one: by default it is the DTensor's own layout
+// (Replicate: every rank holds the whole gradient); Partial(sum) makes the
+// ranks' gradients terms of it.
+TEST(AutogradTest, GradPlacementsOfToLocalAndFullTensor) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const std::vector<PlacementPtr> replicated = parse_placements("R");
+    const std::vector<PlacementPtr> terms = parse_placements("P(sum)");
+    auto grad_of = [&](auto&& take) {
+      DTensor x = distribute_tensor(at::ones({3}).requires_grad_(), mesh, replicated);
+      take(x).mul(rank + 1.0).sum().backward();
+      return DTensor(x.tensor().grad()).full_tensor();
+    };
+    EXPECT_TRUE(at::equal(grad_of([](const DTensor& x) { return x.to_local(); }),
+                          at::full({3}, rank + 1.0)));
+    EXPECT_TRUE(at::equal(grad_of([&](const DTensor& x) { return x.to_local(terms); }),
+                          at::full({3}, 10.0)));  // 1 + 2 + 3 + 4
+    EXPECT_TRUE(at::equal(grad_of([&](const DTensor& x) { return x.full_tensor(terms); }),
+                          at::full({3}, 10.0)));
+    DTensor y = distribute_tensor(at::ones({3}).requires_grad_(), mesh, replicated);
+    DTENSOR_EXPECT_ERROR(y.to_local(parse_placements("R,R")),
+                         "to_local: grad_placements: expected one per mesh dim (1), found 2");
   });
 }
 
