@@ -19,6 +19,11 @@ namespace {
 int64_t rows_of(const at::Tensor& t) { return t.dim() == 0 ? 1 : t.size(0); }
 
 // Elements in one row: the product of the sizes after dim 0.
+// A complex tensor as its real and imaginary parts ([..., 2] of the real
+// dtype): sums and averages reduce them apart, and every backend has real
+// types. Other tensors as they are.
+at::Tensor as_real(const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; }
+
 int64_t row_numel(const at::Tensor& t) {
   int64_t numel = 1;
   for (int64_t d = 1; d < t.dim(); ++d) numel *= t.size(d);
@@ -247,7 +252,8 @@ void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
   ArgumentChecker check(*this, "all_reduce");
   check.tensor(tensor, "tensor");
   check.reduce_op(op, tensor);
-  do_all_reduce(tensor, tensor, op);
+  at::Tensor real = as_real(tensor);
+  do_all_reduce(real, real, op);
 }
 
 void Communicator::all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
@@ -257,7 +263,8 @@ void Communicator::all_reduce(const at::Tensor& input, at::Tensor& output, Reduc
   DTENSOR_CHECK(input.sizes() == output.sizes(), "all_reduce: output: expected shape ",
                 input.sizes(), ", found ", output.sizes());
   check.apart(input, output, /*may_be_input=*/true);
-  do_all_reduce(input, output, op);
+  at::Tensor real_output = as_real(output);
+  do_all_reduce(as_real(input), real_output, op);
 }
 
 void Communicator::all_gather(const at::Tensor& input, at::Tensor& output) {
@@ -297,7 +304,8 @@ void Communicator::reduce_scatter(const at::Tensor& input, at::Tensor& output, R
   check.reduce_op(op, input);
   check.shape(input, "input", size() * rows_of(output), output);
   check.apart(input, output, /*may_be_input=*/false);
-  do_reduce_scatter(input, output, op);
+  at::Tensor real_output = as_real(output);
+  do_reduce_scatter(as_real(input), real_output, op);
 }
 
 void Communicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
@@ -309,7 +317,10 @@ void Communicator::reduce_scatter_v(const at::Tensor& input, at::Tensor& output,
   check.shape(input, "input", sum_of(rows_per_rank), input);
   check.shape(output, "output", rows_per_rank[rank()], input);
   check.apart(input, output, /*may_be_input=*/false);
-  do_reduce_scatter_v(input, output, rows_to_numel(rows_per_rank, row_numel(input)), op);
+  const at::Tensor real_input = as_real(input);
+  at::Tensor real_output = as_real(output);
+  do_reduce_scatter_v(real_input, real_output, rows_to_numel(rows_per_rank, row_numel(real_input)),
+                      op);
 }
 
 void Communicator::all_to_all(const at::Tensor& input, at::Tensor& output) {

@@ -43,15 +43,19 @@ bool is_bitwise(ReduceOp op) {
 }
 
 void check_reduce_op_supports(ReduceOp op, c10::ScalarType dtype, std::string_view context) {
-  DTENSOR_CHECK(!c10::isComplexType(dtype) && !c10::isQIntType(dtype), context,
-                ": expected a real dtype to reduce, found ", dtype);
+  DTENSOR_CHECK(!c10::isQIntType(dtype), context, ": expected a dtype to reduce, found ", dtype);
+  // Complex values add up part by part (the communicators reduce their real
+  // and imaginary parts); they have no order and no part-wise product.
+  DTENSOR_CHECK(!c10::isComplexType(dtype) || op == ReduceOp::kSum || op == ReduceOp::kAvg, context,
+                ": reduce op ", reduce_op_name(op),
+                " on a complex dtype: expected sum or avg, found ", dtype);
   const bool integral = c10::isIntegralType(dtype, /*includeBool=*/true);
   if (is_bitwise(op)) {
     DTENSOR_CHECK(integral, context, ": reduce op ", reduce_op_name(op),
                   " expects an integer or bool dtype, found ", dtype);
   } else if (op == ReduceOp::kAvg) {
-    DTENSOR_CHECK(c10::isFloatingType(dtype), context,
-                  ": reduce op avg expects a floating dtype, found ", dtype);
+    DTENSOR_CHECK(c10::isFloatingType(dtype) || c10::isComplexType(dtype), context,
+                  ": reduce op avg expects a floating or complex dtype, found ", dtype);
   } else if (dtype == c10::ScalarType::Bool) {
     DTENSOR_CHECK(op == ReduceOp::kMax || op == ReduceOp::kMin, context, ": reduce op ",
                   reduce_op_name(op), " on bool: expected max, min, band, bor or bxor");

@@ -163,6 +163,22 @@ std::vector<Case> one_dim_cases() {
   };
 }
 
+// Complex pending sums reduce part by part: P -> R (all-reduce) and P -> S
+// (reduce-scatter, uneven) equal the sum of the terms.
+TEST(RedistributeTest, ComplexPartialSums) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor real = at::arange(10, at::kDouble).reshape({5, 2});
+    auto term = [&](int r) { return at::complex(real * (r + 1), real - r); };
+    at::Tensor sum = term(0);
+    for (int r = 1; r < 4; ++r) sum = sum + term(r);
+    const DTensor p = from_local(term(rank), mesh, parse_placements("P(sum)"));
+    EXPECT_TRUE(at::equal(p.full_tensor(), sum));
+    const DTensor s = p.redistribute(parse_placements("S(0)"));
+    EXPECT_TRUE(at::equal(s.full_tensor(), sum));
+  });
+}
+
 TEST(RedistributeTest, SingleMeshDimTransitionsUneven) {
   run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});

@@ -28,8 +28,13 @@ TEST(ReduceOpTest, DtypeSupport) {
   DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kAvg, at::kInt, "t"), "floating");
   DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kBor, at::kHalf, "t"), "integer or bool");
   DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kSum, at::kBool, "t"), "on bool");
-  DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kSum, at::kComplexFloat, "t"),
-                       "expected a real dtype");
+  EXPECT_NO_THROW(check_reduce_op_supports(ReduceOp::kSum, at::kComplexFloat, "t"));
+  EXPECT_NO_THROW(check_reduce_op_supports(ReduceOp::kAvg, at::kComplexDouble, "t"));
+  DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kMax, at::kComplexFloat, "t"),
+                       "t: reduce op max on a complex dtype: expected sum or avg, found "
+                       "ComplexFloat");
+  DTENSOR_EXPECT_ERROR(check_reduce_op_supports(ReduceOp::kSum, at::kQInt8, "t"),
+                       "t: expected a dtype to reduce, found QInt8");
 }
 
 }  // namespace

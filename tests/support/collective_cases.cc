@@ -59,8 +59,8 @@ std::vector<int64_t> with_rows(int64_t rows, at::IntArrayRef trailing) {
 // wrap on the final conversion like the backends' sums and products do.
 template <typename Make>
 at::Tensor reduce_all_ranks(int n, ReduceOp op, c10::ScalarType dtype, Make make) {
-  const c10::ScalarType wide = c10::isIntegralType(dtype, /*includeBool=*/true) ? at::kLong
-                                                                                 : at::kDouble;
+  const c10::ScalarType wide =
+      c10::isIntegralType(dtype, /*includeBool=*/true) ? at::kLong : at::kDouble;
   auto term_of = [&](int rank) { return make(rank).to(dtype).to(wide); };
   at::Tensor acc = term_of(0);
   for (int p = 1; p < n; ++p) {
@@ -493,7 +493,8 @@ void check_bad_arguments_throw(Communicator& comm) {
   at::Tensor undefined;
   DTENSOR_EXPECT_ERROR(comm.all_reduce(undefined, ReduceOp::kSum), "expected a defined tensor");
   at::Tensor longs = at::zeros({4}, options.dtype(at::kLong));
-  DTENSOR_EXPECT_ERROR(comm.all_reduce(longs, ReduceOp::kAvg), "avg expects a floating dtype");
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(longs, ReduceOp::kAvg),
+                       "avg expects a floating or complex dtype, found Long");
   at::Tensor floats = at::zeros({4}, options);
   DTENSOR_EXPECT_ERROR(comm.all_reduce(floats, ReduceOp::kBand),
                        "expects an integer or bool dtype");
@@ -595,6 +596,36 @@ void check_bad_arguments_throw(Communicator& comm) {
   expect_same(ones, at::full({3}, n, at::kLong), at::kFloat);
 }
 
+void check_complex_reductions(Communicator& comm) {
+  const int n = comm.size();
+  const at::TensorOptions options = at::TensorOptions().device(comm.device());
+  // Rank r holds (r + 1) + (2 r) i in every element of rows [n * 2, 3].
+  auto make = [&](int rank) {
+    return at::complex(at::full({n * 2, 3}, rank + 1.0), at::full({n * 2, 3}, 2.0 * rank))
+        .to(at::kComplexFloat);
+  };
+  at::Tensor sum = make(0);
+  for (int r = 1; r < n; ++r) sum = sum + make(r);
+  at::Tensor tensor = make(comm.rank()).to(options.device());
+  comm.all_reduce(tensor, ReduceOp::kSum);
+  EXPECT_TRUE(at::equal(tensor.cpu(), sum));
+  at::Tensor averaged = make(comm.rank()).mul(n).to(options.device());
+  comm.all_reduce(averaged, ReduceOp::kAvg);
+  EXPECT_TRUE(at::equal(averaged.cpu(), sum));
+  at::Tensor part = at::zeros({2, 3}, options.dtype(at::kComplexFloat));
+  comm.reduce_scatter(make(comm.rank()).to(options.device()), part, ReduceOp::kSum);
+  EXPECT_TRUE(at::equal(part.cpu(), sum.narrow(0, 2 * comm.rank(), 2)));
+  std::vector<int64_t> rows(n, 1);
+  rows[0] = n + 1;  // uneven: rank 0 takes n + 1 rows, the others one
+  at::Tensor uneven = at::zeros({rows[comm.rank()], 3}, options.dtype(at::kComplexFloat));
+  comm.reduce_scatter_v(make(comm.rank()).to(options.device()), uneven, rows, ReduceOp::kSum);
+  const int64_t offset = comm.rank() == 0 ? 0 : n + comm.rank();
+  EXPECT_TRUE(at::equal(uneven.cpu(), sum.narrow(0, offset, rows[comm.rank()])));
+  at::Tensor unordered = make(comm.rank()).to(options.device());
+  DTENSOR_EXPECT_ERROR(comm.all_reduce(unordered, ReduceOp::kMax),
+                       "reduce op max on a complex dtype: expected sum or avg, found ComplexFloat");
+}
+
 void run_all_collective_cases(Communicator& comm) {
   for (c10::ScalarType dtype : collective_test_dtypes()) {
     SCOPED_TRACE(::testing::Message() << "dtype " << dtype << ", rank " << comm.rank() << " of "
@@ -615,6 +646,7 @@ void run_all_collective_cases(Communicator& comm) {
     check_send_recv(comm, dtype);
   }
   check_bitwise_all_reduce(comm);
+  check_complex_reductions(comm);
   check_split(comm);
   check_bad_arguments_throw(comm);
   comm.barrier();

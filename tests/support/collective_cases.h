@@ -24,6 +24,9 @@ void check_all_reduce(Communicator& comm, c10::ScalarType dtype);
 // all_reduce(input, output): the input unchanged, output == input allowed.
 void check_all_reduce_out_of_place(Communicator& comm, c10::ScalarType dtype);
 void check_bitwise_all_reduce(Communicator& comm);
+// Complex sums and averages (all_reduce, reduce_scatter(_v)) reduce the real
+// and imaginary parts; max is refused.
+void check_complex_reductions(Communicator& comm);
 void check_all_gather(Communicator& comm, c10::ScalarType dtype);
 void check_all_gather_v(Communicator& comm, c10::ScalarType dtype);
 // all_gather_v along dims 0, 1 and 2: parts land in strided places.
