@@ -96,23 +96,8 @@ const std::string* DTensorImpl::lost_write_reason() const {
   return view_source_.expired() ? nullptr : &view_note_;
 }
 
-const at::Tensor* DTensorImpl::redistributed_to(const DTensorSpec& target) const {
-  const Redistributed& r = redistributed_;
-  if (!r.local.defined() || r.from != spec_ || r.version != version_counter().current_version() ||
-      r.local_version != local_._version() || !(*r.target == target)) {
-    return nullptr;
-  }
-  return &r.local;
-}
-
-void DTensorImpl::remember_redistributed(DTensorSpecPtr target, at::Tensor local) {
-  redistributed_ = {std::move(target), spec_, version_counter().current_version(),
-                    local_._version(), std::move(local)};
-}
-
 void DTensorImpl::release_resources() {
   local_ = at::Tensor();
-  redistributed_ = {};
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending_.reset();

@@ -67,16 +67,6 @@ class DTensorImpl final : public c10::TensorImpl {
   // it alive as the base, outside inference mode). Null otherwise.
   const std::string* lost_write_reason() const;
 
-  // The shard as redistributed to `target` by an earlier op, while this
-  // DTensor's data and layout are unchanged since (its version counter, its
-  // shard's, which in-place writes through to_local() bump, and its spec);
-  // null otherwise. Several ops reading one pending sum (a norm's pow and
-  // mul, a residual) then reduce it once. The copy lives as long as this
-  // DTensor or until another target replaces it.
-  const at::Tensor* redistributed_to(const DTensorSpec& target) const;
-  // Keeps `local`, the shard redistributed to `target` (one at a time).
-  void remember_redistributed(DTensorSpecPtr target, at::Tensor local);
-
   // Autograd detaches gradients through these; they keep the local shard
   // (and the copied-view mark).
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
@@ -108,15 +98,6 @@ class DTensorImpl final : public c10::TensorImpl {
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   WeakImpl view_source_{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   std::string view_note_;
-  // Set by remember_redistributed.
-  struct Redistributed {
-    DTensorSpecPtr target;
-    DTensorSpecPtr from;  // spec_ when remembered
-    uint32_t version = 0;
-    int64_t local_version = 0;
-    at::Tensor local;
-  };
-  Redistributed redistributed_;
 };
 
 // Whether `tensor` is a DTensor (its impl is a DTensorImpl).

@@ -71,14 +71,7 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
   if (source == target) return local;
   const RedistributePlan& plan = plan_redistribute(*source, target->placements());
   if (plan.steps.empty()) return local;
-  if (plain || plan.collectives() == 0) return execute_plan(plan, local.contiguous());
-  // A DTensor's communication is done once for every op that reads it in
-  // the same layout, while its data stays the same.
-  DTensorImpl* impl = dtensor_impl(t);
-  if (const at::Tensor* done = impl->redistributed_to(*target)) return *done;
-  at::Tensor moved = execute_plan(plan, local.contiguous());
-  impl->remember_redistributed(target, moved);
-  return moved;
+  return execute_plan(plan, local.contiguous());
 }
 
 // The call's arguments with every tensor replaced by its local shard at the

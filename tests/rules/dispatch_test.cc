@@ -17,7 +17,6 @@
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
-#include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/rules/local_kernel.h>
 #include <dtensor/rules/strategy.h>
 #include "tests/rules/rules_test_util.h"
@@ -228,31 +227,6 @@ TEST(DispatchTest, StrictModeRaisesOnlyWhenARedistributeIsNeeded) {
 
 // ---------------------------------------------------------------------------
 // In-place and out= forms
-
-// A DTensor read by several ops in the same other layout is redistributed
-// once: the second op reuses the first's copy, until the DTensor changes.
-TEST(DispatchTest, ARedistributionIsSharedUntilTheDataChanges) {
-  run_ranks(4, [](int) {
-    DeviceMesh mesh = init_device_mesh("local", {4});
-    const at::Tensor a = signed_iota({5, 3});
-    DTensor p = partial_sum_terms(a, mesh);
-    CollectiveCounter counter;
-    EXPECT_DT(at::relu(p), at::relu(a), "R");
-    EXPECT_DT(at::exp(p), at::exp(a), "R");
-    EXPECT_EQ(counter.count("all_reduce"), 1);
-    // Written in place (still a Partial): the copy is stale, reduced anew.
-    p.tensor().mul_(2);
-    EXPECT_DT(at::relu(p), at::relu(a * 2), "R");
-    EXPECT_EQ(counter.count("all_reduce"), 2);
-    // Written through its shard: stale too.
-    p.to_local().mul_(3);
-    EXPECT_DT(at::relu(p), at::relu(a * 6), "R");
-    EXPECT_EQ(counter.count("all_reduce"), 3);
-    // Another target layout: another collective, and the values are right.
-    EXPECT_DT(at::mul(p, dist(a, mesh, "S(0)")), a * 6 * a, "S(0)");
-    EXPECT_DT(at::relu(p), at::relu(a * 6), "R");
-  });
-}
 
 TEST(DispatchTest, InPlaceOpsKeepTheLayoutAndUpdateValues) {
   run_ranks(4, [](int) {
