@@ -105,16 +105,20 @@ PlacementPtr split_into_several(const OpCall& call, int64_t m, int64_t dim,
   return nullptr;
 }
 
-// A split of `k` strided blocks (StridedShard) whose dim the reshape cuts
-// into [k, rest...] (o0 .. o): the blocks become dim o0, and each rank's
-// piece of every block is a Shard of dim o0 + 1, exactly (even or not) when
-// the rest is one dim, or when the next dim divides by the mesh dim. Only
-// when no other mesh dim splits the same input dim.
+// A split of `k` strided blocks (StridedShard) of input dim `dim`, which the
+// reshape alone (the group i0 .. i holds no other input dim) cuts into
+// [k, rest...] (o0 .. o): the blocks become dim o0, and each rank's piece of
+// every block is a Shard of dim o0 + 1, exactly (even or not) when the rest
+// is one dim, or when the next dim divides by the mesh dim. Only when no
+// other mesh dim splits the same input dim.
 PlacementPtr unflattened_blocks(const OpCall& call, int64_t m, const Placement& p, int64_t dim,
-                                const std::vector<int64_t>& out, size_t o0, size_t o) {
+                                size_t i0, size_t i, const std::vector<int64_t>& out, size_t o0,
+                                size_t o) {
   const std::optional<int64_t> blocks = p.strided_blocks();
   const int64_t n = call.mesh().size(m);
-  if (!blocks || o - o0 < 2 || out[o0] != *blocks || split_ways(call, dim) != n) return nullptr;
+  if (!blocks || i - i0 != 1 || o - o0 < 2 || out[o0] != *blocks || split_ways(call, dim) != n) {
+    return nullptr;
+  }
   if (o - o0 > 2 && out[o0 + 1] % n != 0) return nullptr;
   return Shard::make(static_cast<int64_t>(o0) + 1);
 }
@@ -149,7 +153,7 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
         if (out[d] == in[dim]) return p.moved_to_dim(d);
       }
     }
-    if (PlacementPtr unstrided = unflattened_blocks(call, m, p, dim, out, o0, o)) {
+    if (PlacementPtr unstrided = unflattened_blocks(call, m, p, dim, i0, i, out, o0, o)) {
       return unstrided;
     }
     if (!p.fills_role(RuleRole::kEvenBlocks) || in[dim] % ways != 0) return nullptr;

@@ -901,6 +901,23 @@ TEST(ViewRulesTest, UnflatteningStridedBlocksKeepsAShard) {
   });
 }
 
+// A view that merges a StridedShard dim with its neighbours while cutting
+// it is not an unflattening of its blocks: the values are gathered, never
+// laid out as a Shard of the wrong elements (uneven ones included).
+TEST(ViewRulesTest, RegroupingAStridedDimWithOthersGathers) {
+  run_ranks(2, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2});
+    EXPECT_DT(dist(iota({3, 4}), mesh, "SS(1,2)").tensor().view({2, 6}), iota({3, 4}).view({2, 6}));
+    EXPECT_DT(dist(iota({6, 4}), mesh, "SS(1,2)").tensor().view({2, 12}),
+              iota({6, 4}).view({2, 12}));
+    EXPECT_DT(dist(iota({4, 6}), mesh, "SS(0,3)").tensor().view({3, 8}), iota({4, 6}).view({3, 8}));
+    EXPECT_DT(dist(iota({2, 12}), mesh, "SS(1,3)").tensor().view({3, 8}),
+              iota({2, 12}).view({3, 8}));
+    EXPECT_DT(dist(iota({6, 4}), mesh, "SS(0,2)").tensor().view({2, 12}),
+              iota({6, 4}).view({2, 12}));
+  });
+}
+
 TEST(ViewRulesTest, ViewThatCannotKeepTheSplitGathers) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});
