@@ -6,21 +6,28 @@
 // A row-wise embedding or a vocabulary-parallel loss renumbers each index
 // into its rank's block and masks the others. An index outside the whole
 // range would then be masked on every rank and silently count as nothing,
-// where the op on whole inputs raises. These kernels check first, and raise
-// alike.
+// where the op on whole inputs raises. These kernels check first, and raise.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include <ATen/core/Tensor.h>
 
 namespace dtensor {
 
-// Throws dtensor::Error (on CUDA: a device-side assert, as the op's own
-// kernel does, without a sync) unless every element of `indices` where
-// `counted` holds (every element when `counted` is undefined) is in
-// [0, size). `op` and `what` name the call and the indices in the message.
+// What is wrong when some element of `indices` where `counted` holds (every
+// element when `counted` is undefined) is outside [0, size), as an error
+// message naming the call `op` and the indices `what`; nullopt when all are
+// inside. On CUDA it queues a device-side assert instead, as the op's own
+// kernel does, without a sync, and returns nullopt.
+std::optional<std::string> indices_out_of_range(const at::Tensor& indices, int64_t size,
+                                                std::string_view op, std::string_view what,
+                                                const at::Tensor& counted = {});
+
+// Throws dtensor::Error with that message, if any.
 void check_indices_in_range(const at::Tensor& indices, int64_t size, std::string_view op,
                             std::string_view what, const at::Tensor& counted = {});
 

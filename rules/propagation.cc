@@ -120,7 +120,10 @@ class Engine {
       choice.rows.push_back(&rows_[m].back());
     }
     std::string error;
-    return try_choice(choice, error);
+    std::unique_ptr<Propagation> result = try_choice(choice, error);
+    DTENSOR_CHECK(result != nullptr || error.empty(), name_,
+                  ": the rows do not fit the call: ", error);
+    return result;
   }
 
   std::unique_ptr<Propagation> run() {
@@ -203,6 +206,11 @@ class Engine {
                   name_, ": a strategy row must give ", call_.num_inputs(), " input and ",
                   call_.schema().returns().size(), " output placements, found ", row.inputs.size(),
                   " and ", row.outputs.size());
+    for (int64_t kept : row.assumes_inputs_kept_on) {
+      DTENSOR_CHECK(kept >= 0 && kept < call_.mesh().ndim() && kept != m, name_,
+                    ": a row of mesh dim ", m, " assumes mesh dim ", kept,
+                    " kept; expected another mesh dim of the ", call_.mesh().ndim());
+    }
     if (!updates_layout_in_place() && !keeps_written_arguments(m, row)) return;
     CandidateRow candidate{std::move(row), 0};
     for (size_t i = 0; i < call_.num_inputs(); ++i) {

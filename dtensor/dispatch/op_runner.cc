@@ -185,7 +185,10 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   }
   if (propagation->replicate_fallback) FallbackRecorder::record(op_name_of(op));
   if (propagation->decomposition) {
-    propagation->decomposition(op, stack);
+    // A copy: the ops it runs may clear this thread's cache (a registry
+    // changed meanwhile), and with it the propagation holding the function.
+    const Decomposition decomposition = propagation->decomposition;
+    decomposition(op, stack);
     return;
   }
   if (propagation->local_kernel && !call) call.emplace(make_call(op, arguments, modes));

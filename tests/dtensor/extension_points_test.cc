@@ -119,7 +119,8 @@ TEST(OpNameTest, ParsesAndFormatsOperatorNames) {
   const c10::OperatorName relu = parse_op_name("aten::relu");
   EXPECT_EQ(relu.overload_name, "");
   EXPECT_EQ(op_name_string(relu), "aten::relu");
-  for (const char* bad : {"add", "aten::", "::add", "aten::add.", "aten::.Tensor", "a::b::c"}) {
+  for (const char* bad : {"add", "aten::", "::add", "aten::add.", "aten::.Tensor", "a::b::c",
+                          "a.b::c", "aten:::relu", "aten::a..b", "aten::relu "}) {
     DTENSOR_EXPECT_ERROR(parse_op_name(bad, "test"),
                          "test: expected an operator name like \"aten::add.Tensor\", found \"" +
                              std::string(bad) + "\"");

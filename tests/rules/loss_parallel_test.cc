@@ -98,14 +98,28 @@ INSTANTIATE_TEST_SUITE_P(
 // must not be masked away as another rank's (ignored targets do not count).
 TEST(LossParallelTest, TargetOutsideTheClassesRaises) {
   const at::Tensor logits = logits_of(11);
-  const at::Tensor target = at::tensor(std::vector<int64_t>{0, 50, kIgnored, 1, 3, 0, -100},
-                                       at::kLong);
+  const at::Tensor target =
+      at::tensor(std::vector<int64_t>{0, 50, kIgnored, 1, 3, 0, -100}, at::kLong);
   run_ranks(4, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
     DTENSOR_EXPECT_ERROR(at::nll_loss(dist(logits, mesh, "S(1)"), dist(target, mesh, "R"), {},
                                       at::Reduction::Mean, -100),
                          "aten::nll_loss_forward: expected every target in [0, 11), found "
                          "targets from 0 to 50");
+  });
+}
+
+// With the batch split too, the out-of-range target is in one batch shard:
+// the ranks agree, and every one raises (none is left waiting).
+TEST(LossParallelTest, TargetOutsideTheClassesRaisesOnEveryRank) {
+  const at::Tensor logits = logits_of(11);
+  const at::Tensor target =
+      at::tensor(std::vector<int64_t>{0, 50, kIgnored, 1, 3, 0, 4}, at::kLong);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    DTENSOR_EXPECT_ERROR(at::nll_loss(dist(logits, mesh, "S(0),S(1)"), dist(target, mesh, "S(0),R"),
+                                      {}, at::Reduction::Mean, -100),
+                         "aten::nll_loss_forward: expected every target in [0, 11), found ");
   });
 }
 

@@ -105,8 +105,23 @@ LocalClasses local_classes(const LocalContext& context, size_t logits, const at:
   const int64_t count = spec.local_layout().local_shape[1];
   LocalClasses out;
   out.valid = target.ne(ignore_index);
-  // A target outside every rank's block would count as nothing on all.
-  check_indices_in_range(target, spec.shape()[1], context.call.op_name(), "target", out.valid);
+  // A target outside every rank's block would count as nothing on all. The
+  // ranks that split the batch hold different targets: they agree first, so
+  // that all raise (none waits for the others in a later collective).
+  const std::optional<std::string> problem =
+      indices_out_of_range(target, spec.shape()[1], context.call.op_name(), "target", out.valid);
+  const std::vector<int64_t> batch = loss_splits(context, logits).batch;
+  const bool everywhere_fine =
+      batch.empty()
+          ? !problem
+          : reduce_terms(at::full({}, problem ? 0 : 1, at::kInt).to(context.mesh.device()),
+                         context.mesh, batch, ReduceOp::kMin)
+                    .item<int>() == 1;
+  DTENSOR_CHECK(everywhere_fine, problem
+                                     ? *problem
+                                     : context.call.op_name() + ": expected every target in [0, " +
+                                           std::to_string(spec.shape()[1]) +
+                                           "), found one outside on another rank");
   const at::Tensor mine =
       out.valid.logical_and(target.ge(first)).logical_and_(target.lt(first + count));
   out.target = at::where(mine, target - first, at::full({}, -1, target.options()));
