@@ -72,6 +72,18 @@ std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& plac
   return out;
 }
 
+DTensor redistribute_with_gradient_layout(const DTensor& tensor,
+                                          const std::vector<PlacementPtr>& placements,
+                                          const std::vector<PlacementPtr>& grad_placements) {
+  DTENSOR_CHECK(grad_placements.size() == placements.size(),
+                "redistribute: grad_placements: expected one per mesh dim (", placements.size(),
+                "), found ", grad_placements.size());
+  const RedistributePlan& plan = plan_redistribute(tensor.spec(), placements);
+  auto grad_spec =
+      std::make_shared<const DTensorSpec>(tensor.spec().with_placements(grad_placements));
+  return DTensor(redistribute_with_grad(tensor.tensor(), plan.target, grad_spec));
+}
+
 }  // namespace
 
 DTensor::DTensor(at::Tensor local, DTensorSpecPtr spec) {
@@ -114,6 +126,11 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
                   ") needs that mesh dim to hold the same Partial already, found ",
                   current[i]->to_string(),
                   "; Partial values come from operators, not from redistribute");
+  }
+  if (options.grad_placements) {
+    DTENSOR_CHECK(!options.async_op,
+                  "redistribute: expected async_op or grad_placements, found both");
+    return redistribute_with_gradient_layout(*this, placements, *options.grad_placements);
   }
   if (!options.async_op) return redistribute_any(*this, placements);
   return DTensor(

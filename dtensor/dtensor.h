@@ -35,6 +35,12 @@ struct RedistributeOptions {
   // between overlap with the communication (dtensor/redistribute/
   // async_redistribute.h). The local and MPI backends complete in the call.
   bool async_op = false;
+  // The layout the gradient goes back to (as to_local's grad_placements).
+  // By default the source placements with Partial read as Replicate, and a
+  // redistribute that moves nothing records no backward. When given, the
+  // backward is recorded even then: a module boundary whose replicated input
+  // must get its Partial gradient reduced (dtensor/nn/parallel_style.h).
+  std::optional<std::vector<PlacementPtr>> grad_placements = std::nullopt;
 };
 
 // A handle on a DTensor at::Tensor (dtensor/core/tensor_impl.h). `tensor()` is the

@@ -66,17 +66,14 @@ int64_t piece_size(const OpCall& call, int64_t dim, int64_t m, std::vector<int64
   return size;
 }
 
-// Input dim `dim` cut into output dims o0 .. o, split into even blocks on mesh
-// dim m. The mesh dims before m that split it too took whole leading output
-// dims (or whole factors of them) first; m's blocks go to the first output
-// dim of the piece they left that is longer than 1, when it divides evenly.
-// The result assumes those earlier splits stay, which it adds to
-// `assumed_kept`.
-PlacementPtr split_into_several(const OpCall& call, int64_t m, int64_t dim,
-                                const std::vector<int64_t>& out, size_t o0, size_t o,
-                                std::vector<int64_t>& assumed_kept) {
+// The output dims o0 .. o that input dim `dim` is cut into, as the piece
+// that the mesh dims before m which split it too leave on each rank: they
+// take whole leading output dims, or whole factors of them, first. Adds
+// those mesh dims to `read`; nothing when they do not cut evenly so.
+std::optional<std::vector<int64_t>> piece_before(const OpCall& call, int64_t m, int64_t dim,
+                                                 const std::vector<int64_t>& out, size_t o0,
+                                                 size_t o, std::vector<int64_t>& read) {
   std::vector<int64_t> piece(out.begin() + o0, out.begin() + o);
-  std::vector<int64_t> read;
   for (int64_t before = 0; before < m; ++before) {
     if (split_dim_of(*call.placement(0, before)) != dim) continue;
     int64_t ways = call.mesh().size(before);
@@ -90,15 +87,38 @@ PlacementPtr split_into_several(const OpCall& call, int64_t m, int64_t dim,
         ways /= size;
         size = 1;
       } else {
-        return nullptr;
+        return std::nullopt;
       }
     }
-    if (ways != 1) return nullptr;
+    if (ways != 1) return std::nullopt;
   }
+  return piece;
+}
+
+// Whether a mesh dim after m splits input dim `dim` too.
+bool split_after(const OpCall& call, int64_t m, int64_t dim) {
+  for (int64_t after = m + 1; after < call.mesh().ndim(); ++after) {
+    if (split_dim_of(*call.placement(0, after)) == dim) return true;
+  }
+  return false;
+}
+
+// Input dim `dim` cut into output dims o0 .. o, split into even blocks on mesh
+// dim m. The mesh dims before m that split it too took whole leading output
+// dims (or whole factors of them) first; m's blocks go to the first output
+// dim of the piece they left that is longer than 1, when it divides evenly.
+// The result assumes those earlier splits stay, which it adds to
+// `assumed_kept`.
+PlacementPtr split_into_several(const OpCall& call, int64_t m, int64_t dim,
+                                const std::vector<int64_t>& out, size_t o0, size_t o,
+                                std::vector<int64_t>& assumed_kept) {
+  std::vector<int64_t> read;
+  const std::optional<std::vector<int64_t>> piece = piece_before(call, m, dim, out, o0, o, read);
+  if (!piece) return nullptr;
   const int64_t n = call.mesh().size(m);
-  for (size_t d = 0; d < piece.size(); ++d) {
-    if (piece[d] == 1) continue;
-    if (piece[d] % n != 0) return nullptr;
+  for (size_t d = 0; d < piece->size(); ++d) {
+    if ((*piece)[d] == 1) continue;
+    if ((*piece)[d] % n != 0) return nullptr;
     assumed_kept.insert(assumed_kept.end(), read.begin(), read.end());
     return Shard::make(static_cast<int64_t>(o0 + d));
   }
@@ -107,20 +127,27 @@ PlacementPtr split_into_several(const OpCall& call, int64_t m, int64_t dim,
 
 // A split of `k` strided blocks (StridedShard) of input dim `dim`, which the
 // reshape alone (the group i0 .. i holds no other input dim) cuts into
-// [k, rest...] (o0 .. o): the blocks become dim o0, and each rank's piece of
-// every block is a Shard of dim o0 + 1, exactly (even or not) when the rest
-// is one dim, or when the next dim divides by the mesh dim. Only when no
-// other mesh dim splits the same input dim.
+// [.., k, rest...] (o0 .. o), where the mesh dims before m that split `dim`
+// too leave the piece [k, rest...] (a merge of [a, b] with a split over
+// "dp" and b over "tp" makes such blocks): the blocks become that leading
+// dim, and each rank's piece of every block is a Shard of the next, exactly
+// (even or not) when the rest is one dim, or when the next dim divides by the
+// mesh dim. Adds the earlier mesh dims to `assumed_kept`.
 PlacementPtr unflattened_blocks(const OpCall& call, int64_t m, const Placement& p, int64_t dim,
                                 size_t i0, size_t i, const std::vector<int64_t>& out, size_t o0,
-                                size_t o) {
+                                size_t o, std::vector<int64_t>& assumed_kept) {
   const std::optional<int64_t> blocks = p.strided_blocks();
-  const int64_t n = call.mesh().size(m);
-  if (!blocks || i - i0 != 1 || o - o0 < 2 || out[o0] != *blocks || split_ways(call, dim) != n) {
-    return nullptr;
-  }
-  if (o - o0 > 2 && out[o0 + 1] % n != 0) return nullptr;
-  return Shard::make(static_cast<int64_t>(o0) + 1);
+  if (!blocks || i - i0 != 1 || o - o0 < 2 || split_after(call, m, dim)) return nullptr;
+  std::vector<int64_t> read;
+  const std::optional<std::vector<int64_t>> piece = piece_before(call, m, dim, out, o0, o, read);
+  if (!piece) return nullptr;
+  // The piece's leading dims of size 1 are those the earlier splits took.
+  size_t lead = 0;
+  while (lead + 1 < piece->size() && (*piece)[lead] == 1) ++lead;
+  if (piece->size() - lead < 2 || (*piece)[lead] != *blocks) return nullptr;
+  if (piece->size() - lead > 2 && (*piece)[lead + 1] % call.mesh().size(m) != 0) return nullptr;
+  assumed_kept.insert(assumed_kept.end(), read.begin(), read.end());
+  return Shard::make(static_cast<int64_t>(o0 + lead) + 1);
 }
 
 // Where the reshape sends a split of input dim `dim`. A strided result
@@ -153,7 +180,8 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
         if (out[d] == in[dim]) return p.moved_to_dim(d);
       }
     }
-    if (PlacementPtr unstrided = unflattened_blocks(call, m, p, dim, i0, i, out, o0, o)) {
+    if (PlacementPtr unstrided =
+            unflattened_blocks(call, m, p, dim, i0, i, out, o0, o, assumed_kept)) {
       return unstrided;
     }
     if (!p.fills_role(RuleRole::kEvenBlocks) || in[dim] % ways != 0) return nullptr;

@@ -95,6 +95,22 @@ at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr
   return out;
 }
 
+at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target,
+                                  const DTensorSpecPtr& grad_spec) {
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    out = redistribute_local(tensor, target);
+  }
+  // A new tensor to record the backward on, sharing the shard.
+  if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+    const DTensorImpl* impl = dtensor_impl(tensor);
+    out = make_dtensor_tensor(impl->local(), impl->spec());
+  }
+  record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward, grad_spec);
+  return out;
+}
+
 at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& grad_spec) {
   const DTensorImpl* impl = dtensor_impl(tensor);
   at::Tensor out;

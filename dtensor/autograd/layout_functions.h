@@ -8,7 +8,7 @@
 // wrapping itself moves gradients; these record that (design.md section 3):
 //  - redistribute: the gradient goes back to the source placements, with
 //    Partial normalised to Replicate (P->R backward moves nothing; R->S
-//    backward is an all-gather).
+//    backward is an all-gather), or to a layout the caller names.
 //  - to_local: the local gradient becomes a DTensor laid out as `grad_spec`
 //    (by default the forward placements, Partial read as Replicate).
 //  - from_local: the DTensor gradient is redistributed to the forward
@@ -24,6 +24,10 @@ namespace dtensor {
 
 // `tensor` (a DTensor) laid out as `target` (same mesh, shape and dtype).
 at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target);
+// The same, with the gradient brought to `grad_spec`; the backward is
+// recorded even when `target` is the tensor's own layout.
+at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target,
+                                  const DTensorSpecPtr& grad_spec);
 
 // The local shard of DTensor `tensor`, an alias of its storage.
 at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& grad_spec);

@@ -9,7 +9,7 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
-#include <dtensor/placements/replicate.h>
+#include <dtensor/nn/reduce_gradients.h>
 #include <dtensor/redistribute/reduce_terms.h>
 
 namespace dtensor::nn {
@@ -34,19 +34,6 @@ bool counts_here(const DTensor& grad) {
   return true;
 }
 
-// `grad` with every pending reduction carried out (the norm of a sum is not
-// the sum of norms).
-DTensor without_partials(const DTensor& grad) {
-  std::vector<PlacementPtr> placements = grad.placements();
-  bool partial = false;
-  for (PlacementPtr& p : placements) {
-    if (!p->is_partial()) continue;
-    p = Replicate::make();
-    partial = true;
-  }
-  return partial ? grad.redistribute(placements) : grad;
-}
-
 }  // namespace
 
 double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
@@ -56,6 +43,9 @@ double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_nor
                 "found ",
                 norm_type);
   const c10::NoGradGuard no_grad;
+  // The norm of a sum is not the sum of norms. Reduced once, here, in one
+  // collective per kind: the optimizer then finds the sums, not the terms.
+  reduce_gradients(parameters);
   const bool max_norm_type = std::isinf(norm_type);
   std::optional<DeviceMesh> mesh;
   std::vector<at::Tensor> plain;
@@ -70,11 +60,7 @@ double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_nor
       plain.push_back(grad);
       continue;
     }
-    const DTensor resolved = without_partials(DTensor(grad));
-    // Reduced once, here: the optimizer then finds the sum, not the terms.
-    if (!resolved.tensor().is_same(grad)) {
-      parameter.mutable_grad() = resolved.tensor();
-    }
+    const DTensor resolved(grad);
     DTENSOR_CHECK(!mesh || *mesh == resolved.mesh(),
                   "clip_grad_norm_: expected every DTensor "
                   "gradient on one mesh, found ",

@@ -8,10 +8,10 @@
 // gradient, and a model mixing DTensor and plain parameters fails to stack
 // them. Here each rank adds up its own part of every gradient (|g|^p, or
 // max |g|), counting each element once however it is laid out (a replicated
-// copy counts on one rank, a pending sum is reduced first, once: the
-// gradient keeps the reduced value, so the optimizer does not reduce it
-// again), and one
-// all-reduce over the mesh gives the total norm; every gradient is then
+// copy counts on one rank; pending sums are reduced first by
+// reduce_gradients, dtensor/nn/reduce_gradients.h, one collective per kind,
+// and the gradients keep the reduced values, so the optimizer does not
+// reduce them again), and one all-reduce over the mesh gives the total norm; every gradient is then
 // scaled by max_norm / (total + 1e-6) when that is below 1, as libtorch
 // does. The result equals one device's to rounding.
 //

@@ -3,25 +3,39 @@
 // dtensor/nn/parallel_style.h: how a tensor-parallel style lays out one
 // module, and the module bound to those layouts.
 //
-// A `ParallelStyle` (ColwiseParallel, RowwiseParallel) decides three things
-// for a module type: the placement of each parameter, the layout forward()
-// computes on, and the layout its output leaves in. `apply` lays the
-// parameters out and returns a `ParallelModule`, which holds the layouts.
-// C++ modules have no forward hooks, so the caller's forward() moves
-// activations itself, around the module's own forward:
+// A `ParallelStyle` decides, for one module, the placement of its parameters
+// on one mesh dim, the layout its input is brought to before forward() and
+// the layout its output leaves in:
 //
-//   x = fc1.prepare_input(x);    // plain: this rank's part, laid out as
-//                                // `input_layouts`; then redistributed
-//   x = fc1_module->forward(x);  // runs on DTensors
-//   x = fc1.prepare_output(x);   // redistributed to `output_layouts`; the
-//                                // local shard when `use_local_output`
+//  - ColwiseParallel, RowwiseParallel: Linear and Embedding split by output
+//    or input features (Megatron's column- and row-parallel layers).
+//  - SequenceParallel: a module that works row by row (RMSNorm, LayerNorm,
+//    dropout) on activations split along the sequence dim; its parameters
+//    are replicated.
+//  - PrepareModuleInput, PrepareModuleOutput: any module, parameters
+//    untouched: only its input or its output changes layout (a transformer
+//    block that gathers the sequence before attention, say).
 //
-// or `fc1.forward(x)` for the three at once (Linear and Embedding).
-// See dtensor/nn/parallelize.h for the whole picture.
+// `apply` lays the parameters out and returns a `ParallelModule`, which holds
+// the layouts. parallelize_module (dtensor/nn/parallelize.h) also registers
+// them as the module's forward hooks (dtensor/nn/module_hooks.h), so a model
+// that calls its children through dtensor::nn::call moves activations where
+// the plan says and nowhere else.
+//
+// Gradients: each layout change sends the gradient back to the layout the
+// activation came in (Partial read as Replicate). At PrepareModuleInput and
+// PrepareModuleOutput, module boundaries, it does so even when the forward
+// moved nothing: a replicated input to a block of column-parallel layers
+// gets its gradient (their Partial sum) all-reduced right there, once for
+// the block (Megatron's "f" operator), where the forward needed no
+// collective. The split styles move gradients only where they moved
+// activations, so q, k and v sharing one input do not reduce three times.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,30 +48,45 @@
 
 namespace dtensor::nn {
 
-// A style's keyword arguments, as in PyTorch. Null layouts take the style's
-// default.
+// A style's keyword arguments, as in PyTorch. Null layouts and an absent
+// use_local_output take the style's defaults. Each layout is a placement on
+// the mesh dim the plan parallelizes over; a DTensor's placements on the
+// other dims of the mesh are kept.
 struct StyleOptions {
-  // How a plain input tensor is laid out: the placement it has, read as the
-  // calling rank's part (e.g. Shard(0) for sequence parallelism: each rank
-  // holds its rows, gathered before the module).
+  // How a plain input tensor is read: the placement it has, as the calling
+  // rank's part (e.g. Shard(1) for sequence parallelism: each rank holds its
+  // positions, gathered before the module). A DTensor input keeps its own.
   PlacementPtr input_layouts;
-  // What the output is redistributed to (e.g. Shard(0) after a row-wise
-  // Linear: a reduce-scatter instead of an all-reduce).
+  // PrepareModuleInput: the layout the input is brought to.
+  PlacementPtr desired_input_layouts;
+  // Column- and row-parallel layers: what the output is redistributed to
+  // (e.g. Shard(1) after a row-wise Linear: a reduce-scatter instead of an
+  // all-reduce). PrepareModuleOutput: how a plain output is read.
   PlacementPtr output_layouts;
-  // Return the output's local shard (a plain tensor) instead of the DTensor.
-  bool use_local_output = true;
+  // PrepareModuleOutput: the layout the output is brought to.
+  PlacementPtr desired_output_layouts;
+  // Return the output's local shard (a plain tensor) instead of the DTensor
+  // (PrepareModuleInput: hand forward() the input's local shard).
+  std::optional<bool> use_local_output;
 };
 
-// The layouts of one parallelized module (one placement: the mesh is 1-D).
+// The layouts of one parallelized module, on mesh dim `mesh_dim`. A null
+// `desired_input` leaves the input alone, a null `output` the output.
 struct ModuleLayouts {
-  PlacementPtr input;          // what a plain input is read as
+  int64_t mesh_dim = 0;
+  PlacementPtr input;          // how a plain input is read
   PlacementPtr desired_input;  // what forward() computes on
-  PlacementPtr output;         // what prepare_output redistributes to
+  PlacementPtr plain_output;   // how a plain output is read (null: refused)
+  PlacementPtr output;         // what the output is redistributed to
+  bool use_local_input = false;  // forward() gets the input's local shard
   bool use_local_output = true;
+  // Gradients go back to the layout the activation came in even when the
+  // forward moved nothing (a module boundary; see the file comment).
+  bool boundary = false;
 };
 
-// A module parallelized by a style over a 1-D mesh: the calls its caller's
-// forward() makes around it. Copyable; shares the module.
+// A module parallelized by a style: the calls made around its forward().
+// Copyable; shares the module.
 class ParallelModule {
  public:
   using Forward = std::function<at::Tensor(const at::Tensor&)>;
@@ -68,13 +97,18 @@ class ParallelModule {
   // The module's input in the layout it computes on, as a DTensor. A plain
   // tensor is the calling rank's part of a DTensor laid out as
   // `layouts().input` (from_local, which checks the ranks' shapes with one
-  // small all-gather); a DTensor (on this mesh) is taken as it is. Then
-  // redistributed to `layouts().desired_input`. Differentiable.
+  // small all-gather; on a 1-D mesh only); a DTensor (on this mesh) keeps its
+  // placements but on `layouts().mesh_dim`. Then redistributed to
+  // `layouts().desired_input` (the gradient: see the file comment). Its
+  // local shard when
+  // `layouts().use_local_input`. Differentiable.
   at::Tensor prepare_input(const at::Tensor& input) const;
-  // The module's output (a DTensor) redistributed to `layouts().output`,
-  // then its local shard when `layouts().use_local_output`. Differentiable.
+  // The module's output redistributed to `layouts().output` on the plan's
+  // mesh dim, then its local shard when `layouts().use_local_output`.
+  // Differentiable.
   at::Tensor prepare_output(const at::Tensor& output) const;
-  // prepare_output(module forward(prepare_input(input))).
+  // prepare_output(module forward(prepare_input(input))), for the module
+  // types the style knows the forward() of (Linear, Embedding).
   at::Tensor forward(const at::Tensor& input) const;
 
   // The dotted path of the module in the parallelized tree ("" for the root).
@@ -96,13 +130,16 @@ class ParallelStyle {
   virtual ~ParallelStyle() = default;
   // "ColwiseParallel", for messages.
   virtual std::string name() const = 0;
-  // Lays the parameters of `module` (at `path`) out over the 1-D `mesh`
-  // (parameters the style does not name are replicated) and binds the
+  // Lays the parameters of `module` (at `path`) that the style places over
+  // `mesh_dim` of `mesh`, replicated over the other dims, and binds the
   // module to its layouts. Throws dtensor::Error for a module type the style
-  // does not support, or a mesh that is not 1-D. Collective over `mesh`.
-  virtual ParallelModule apply(const std::string& path,
-                               const std::shared_ptr<torch::nn::Module>& module,
-                               const DeviceMesh& mesh) const = 0;
+  // does not support. Collective over `mesh`.
+  virtual ParallelModule apply_on(const std::string& path,
+                                  const std::shared_ptr<torch::nn::Module>& module,
+                                  const DeviceMesh& mesh, int64_t mesh_dim) const = 0;
+  // The same over a 1-D mesh; throws dtensor::Error for another one.
+  ParallelModule apply(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
+                       const DeviceMesh& mesh) const;
 };
 
 // Shards a Linear's output features (weight [out, in] and bias: Shard(0)) or
@@ -112,8 +149,8 @@ class ColwiseParallel final : public ParallelStyle {
  public:
   explicit ColwiseParallel(StyleOptions options = {}) : options_(std::move(options)) {}
   std::string name() const override { return "ColwiseParallel"; }
-  ParallelModule apply(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
-                       const DeviceMesh& mesh) const override;
+  ParallelModule apply_on(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
+                          const DeviceMesh& mesh, int64_t mesh_dim) const override;
 
  private:
   StyleOptions options_;
@@ -128,8 +165,57 @@ class RowwiseParallel final : public ParallelStyle {
  public:
   explicit RowwiseParallel(StyleOptions options = {}) : options_(std::move(options)) {}
   std::string name() const override { return "RowwiseParallel"; }
-  ParallelModule apply(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
-                       const DeviceMesh& mesh) const override;
+  ParallelModule apply_on(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
+                          const DeviceMesh& mesh, int64_t mesh_dim) const override;
+
+ private:
+  StyleOptions options_;
+};
+
+// A module that computes each position on its own (a norm over the hidden
+// dim, dropout), run on the sequence split over the mesh dim: its input is
+// brought to Shard(sequence_dim) (a plain input is read as that rank's
+// positions), its parameters are replicated, and its output stays split
+// (use_local_output: false by default). Replicated weights get Partial
+// gradients: reduce them with reduce_gradients (dtensor/nn/reduce_gradients.h).
+class SequenceParallel final : public ParallelStyle {
+ public:
+  explicit SequenceParallel(int64_t sequence_dim = 1, bool use_local_output = false)
+      : sequence_dim_(sequence_dim), use_local_output_(use_local_output) {}
+  std::string name() const override { return "SequenceParallel"; }
+  ParallelModule apply_on(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
+                          const DeviceMesh& mesh, int64_t mesh_dim) const override;
+
+ private:
+  int64_t sequence_dim_;
+  bool use_local_output_;
+};
+
+// Brings any module's input from `input_layouts` (how a plain input is read;
+// a DTensor keeps its own) to `desired_input_layouts` (required) before its
+// forward(), a module boundary for gradients (see the file comment);
+// parameters untouched, use_local_output false by default.
+class PrepareModuleInput final : public ParallelStyle {
+ public:
+  explicit PrepareModuleInput(StyleOptions options) : options_(std::move(options)) {}
+  std::string name() const override { return "PrepareModuleInput"; }
+  ParallelModule apply_on(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
+                          const DeviceMesh& mesh, int64_t mesh_dim) const override;
+
+ private:
+  StyleOptions options_;
+};
+
+// Brings any module's output to `desired_output_layouts` (required) after
+// its forward(), a module boundary for gradients (see the file comment); a
+// plain output is read as `output_layouts`. Parameters untouched,
+// use_local_output true by default.
+class PrepareModuleOutput final : public ParallelStyle {
+ public:
+  explicit PrepareModuleOutput(StyleOptions options) : options_(std::move(options)) {}
+  std::string name() const override { return "PrepareModuleOutput"; }
+  ParallelModule apply_on(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
+                          const DeviceMesh& mesh, int64_t mesh_dim) const override;
 
  private:
   StyleOptions options_;
@@ -139,7 +225,8 @@ class RowwiseParallel final : public ParallelStyle {
 using ParallelStyleFactory =
     std::function<std::shared_ptr<const ParallelStyle>(const StyleOptions& options)>;
 
-// Parallel styles by name ("ColwiseParallel", "RowwiseParallel", and any a
+// Parallel styles by name ("ColwiseParallel", "RowwiseParallel",
+// "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput", and any a
 // user registers), so plans can name their styles (read from a config, say):
 //
 //   DTENSOR_REGISTER(my_style) {

@@ -9,6 +9,7 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
+#include <dtensor/nn/module_hooks.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/redistribute/planner.h>
 
@@ -192,32 +193,60 @@ void check_distinct_paths(const ParallelizePlan& plan) {
 
 }  // namespace
 
+namespace {
+
+// Runs the module's layouts wherever dtensor::nn::call runs it.
+void register_layout_hooks(const ParallelModule& parallel) {
+  if (parallel.layouts().desired_input) {
+    register_forward_pre_hook(parallel.module(), [parallel](const at::Tensor& input) {
+      return parallel.prepare_input(input);
+    });
+  }
+  if (parallel.layouts().output) {
+    register_forward_hook(parallel.module(), [parallel](const at::Tensor& output) {
+      return parallel.prepare_output(output);
+    });
+  }
+}
+
+ParallelModules apply_plan(torch::nn::Module& module, const DeviceMesh& mesh,
+                           const ParallelizePlan& plan, int64_t mesh_dim) {
+  check_distinct_paths(plan);
+  std::vector<ParallelModule> modules;
+  for (const PlanEntry& entry : plan) {
+    modules.push_back(
+        entry.style->apply_on(entry.path, submodule_at(module, entry.path), mesh, mesh_dim));
+    register_layout_hooks(modules.back());
+  }
+  return ParallelModules(std::move(modules));
+}
+
+}  // namespace
+
 ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
                                    const ParallelizePlan& plan) {
   DTENSOR_CHECK(mesh.ndim() == 1,
                 "parallelize_module: expected a 1-D mesh, or the name or index "
                 "of the mesh dim to parallelize over; found ",
                 mesh.to_string());
-  check_distinct_paths(plan);
-  std::vector<ParallelModule> modules;
-  for (const PlanEntry& entry : plan) {
-    modules.push_back(entry.style->apply(entry.path, submodule_at(module, entry.path), mesh));
-  }
-  return ParallelModules(std::move(modules));
+  return apply_plan(module, mesh, plan, 0);
 }
 
 ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
-                                   const ParallelizePlan& plan, std::string_view mesh_dim) {
-  return parallelize_module(module, mesh[mesh_dim], plan);
+                                   const ParallelizePlan& plan, std::string_view mesh_dim,
+                                   MeshScope scope) {
+  if (scope == MeshScope::kPerGroup) return parallelize_module(module, mesh[mesh_dim], plan);
+  return apply_plan(module, mesh, plan, mesh.dim_index(mesh_dim));
 }
 
 ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
-                                   const ParallelizePlan& plan, int64_t mesh_dim) {
+                                   const ParallelizePlan& plan, int64_t mesh_dim,
+                                   MeshScope scope) {
   DTENSOR_CHECK(mesh_dim >= -mesh.ndim() && mesh_dim < mesh.ndim(),
                 "parallelize_module: mesh_dim: expected a dim of ", mesh.to_string(), ", found ",
                 mesh_dim);
   const int64_t dim = mesh_dim < 0 ? mesh_dim + mesh.ndim() : mesh_dim;
-  return parallelize_module(module, mesh, plan, mesh.dim_names()[dim]);
+  return parallelize_module(module, mesh, plan, mesh.dim_names()[dim], scope);
 }
 
 }  // namespace dtensor::nn

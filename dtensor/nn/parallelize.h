@@ -13,8 +13,11 @@
 // torch::optim optimizers built on them train the sharded model.
 //
 // C++ modules have no forward hooks: where PyTorch moves activations in
-// hooks, your forward() calls `prepare_input` / `prepare_output` of the
-// `ParallelModule`s that parallelize_module returns, or `forward` for both.
+// hooks, your forward() either calls its children through
+// `dtensor::nn::call` (dtensor/nn/module_hooks.h), which runs the layouts
+// parallelize_module registered on them (examples/llama does), or calls
+// `prepare_input` / `prepare_output` of the `ParallelModule`s that
+// parallelize_module returns, or `forward` for both, as below.
 //
 //   // A Linear -> ReLU -> Linear MLP, tensor-parallel over the "tp" ranks.
 //   struct MlpImpl : torch::nn::Module {
@@ -138,20 +141,43 @@ class ParallelModules {
   std::vector<ParallelModule> modules_;
 };
 
+// How a plan over one dim of an N-D mesh (e.g. "tp" of (dp, tp)) uses the
+// mesh's other dims.
+enum class MeshScope {
+  // Every group of ranks along the dim parallelizes its own copy of the
+  // module over that 1-D sub-mesh: parameters and activations are DTensors
+  // of the sub-mesh, or plain tensors (PyTorch's
+  // parallelize_module(model, mesh["tp"], plan)). Whatever the groups share
+  // (a data-parallel gradient sum) is up to the caller.
+  kPerGroup,
+  // Parameters are DTensors of the whole mesh, replicated over the other
+  // dims, and so are activations (a batch split over "dp", say); the styles
+  // change only the dim's placement. Data parallelism over the other dims
+  // then follows from DTensor semantics: replicated parameters get Partial
+  // gradients, reduced by reduce_gradients (dtensor/nn/reduce_gradients.h)
+  // or by the optimizer's update. Plain inputs are refused: their layout
+  // over the other dims is unknown.
+  kWholeMesh,
+};
+
 // Applies each style of `plan` to the submodule at its path, over the 1-D
-// `mesh`. Parameters outside the plan stay as they are. Throws dtensor::Error
-// for a mesh that is not 1-D, an unknown path (naming the module's paths), a
-// path planned twice, or a style given a module type it does not support. The
-// module at path "" (the root) must be owned by a std::shared_ptr, as
-// torch::nn's module holders are.
+// `mesh`, and registers the styles' layouts as the submodules' forward
+// hooks (dtensor/nn/module_hooks.h): a forward() that calls its children
+// through dtensor::nn::call moves activations as the plan says. Parameters
+// outside the plan stay as they are. Throws dtensor::Error for a mesh that is
+// not 1-D, an unknown path (naming the module's paths), a path planned twice,
+// or a style given a module type it does not support. Every planned module
+// (the root "" too) must be owned by a std::shared_ptr, as torch::nn's module
+// holders are.
 ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
                                    const ParallelizePlan& plan);
-// The same over one dim of an N-D mesh (e.g. "tp" of (dp, tp)): the styles
-// lay parameters out over that dim's sub-mesh, and every group along it
-// parallelizes its own copy of the module.
+// The same over one dim of an N-D mesh, by name or index (see MeshScope).
+// Throws dtensor::Error for a dim the mesh does not have, naming its dims.
 ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
-                                   const ParallelizePlan& plan, std::string_view mesh_dim);
+                                   const ParallelizePlan& plan, std::string_view mesh_dim,
+                                   MeshScope scope = MeshScope::kPerGroup);
 ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
-                                   const ParallelizePlan& plan, int64_t mesh_dim);
+                                   const ParallelizePlan& plan, int64_t mesh_dim,
+                                   MeshScope scope = MeshScope::kPerGroup);
 
 }  // namespace dtensor::nn

@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
 
+#include <dtensor/nn/module_hooks.h>
+
 #include <cmath>
 
 namespace dtensor::examples {
@@ -74,9 +76,9 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
   auto heads_of = [&](const at::Tensor& projected, int64_t count) {
     return projected.view({batch, seq, count, head_dim_}).transpose(1, 2);
   };
-  at::Tensor q = rotate(heads_of(wq->forward(x), heads_), seq);
-  at::Tensor k = rotate(heads_of(wk->forward(x), kv_heads_), seq);
-  at::Tensor v = heads_of(wv->forward(x), kv_heads_);
+  at::Tensor q = rotate(heads_of(nn::call(wq, x), heads_), seq);
+  at::Tensor k = rotate(heads_of(nn::call(wk, x), kv_heads_), seq);
+  at::Tensor v = heads_of(nn::call(wv, x), kv_heads_);
   if (kv_heads_ != heads_) {
     k = repeat_kv(k, heads_ / kv_heads_);
     v = repeat_kv(v, heads_ / kv_heads_);
@@ -85,7 +87,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
   scores = scores.masked_fill(causal_.slice(0, 0, seq).slice(1, 0, seq).logical_not(),
                               -std::numeric_limits<double>::infinity());
   const at::Tensor attended = at::matmul(at::softmax(scores, -1), v);
-  return wo->forward(attended.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));
+  return nn::call(wo, attended.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));
 }
 
 FeedForwardImpl::FeedForwardImpl(const LlamaConfig& config) {
@@ -95,7 +97,7 @@ FeedForwardImpl::FeedForwardImpl(const LlamaConfig& config) {
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  return w2->forward(torch::nn::functional::silu(w1->forward(x)) * w3->forward(x));
+  return nn::call(w2, torch::nn::functional::silu(nn::call(w1, x)) * nn::call(w3, x));
 }
 
 BlockImpl::BlockImpl(const LlamaConfig& config) {
@@ -106,8 +108,8 @@ BlockImpl::BlockImpl(const LlamaConfig& config) {
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x) {
-  const at::Tensor h = x + attention->forward(attention_norm->forward(x));
-  return h + feed_forward->forward(ffn_norm->forward(h));
+  const at::Tensor h = x + nn::call(attention, nn::call(attention_norm, x));
+  return h + nn::call(feed_forward, nn::call(ffn_norm, h));
 }
 
 LlamaImpl::LlamaImpl(const LlamaConfig& config) : config_(config) {
@@ -120,9 +122,9 @@ LlamaImpl::LlamaImpl(const LlamaConfig& config) : config_(config) {
 }
 
 at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
-  at::Tensor h = tok_embeddings->forward(tokens);
+  at::Tensor h = nn::call(tok_embeddings, tokens);
   for (const auto& layer : *layers) h = layer->as<BlockImpl>()->forward(h);
-  return output->forward(norm->forward(h));
+  return nn::call(output, nn::call(norm, h));
 }
 
 at::Tensor LlamaImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {

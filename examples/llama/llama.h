@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
 // examples/llama/llama.h: a Llama-style decoder, written as ordinary
-// torch::nn / ATen code with nothing of dtensor in it.
+// torch::nn / ATen code.
 //
 // Token embedding, then per layer: RMSNorm, causal multi-head attention with
 // rotary position embeddings (rotate_half from slices and cat) and optional
@@ -9,7 +9,11 @@
 // residual add; a final RMSNorm and an untied output head. The same module
 // trains on one device on plain tensors and, once its parameters and buffers
 // are DTensors (examples/llama/llama_parallel.h), on a mesh: the forward code
-// does not change.
+// does not change. Two things only are there for parallel plans: modules
+// call their children through dtensor::nn::call (C++ has no forward hooks;
+// with none registered it is the child's forward()), and modules that keep
+// copies of parameters or buffers in members implement
+// dtensor::nn::ParameterMembers.
 #pragma once
 
 #include <cstdint>

@@ -17,31 +17,13 @@
 #include <dtensor/dtensor.h>
 #include <dtensor/nn/clip_grad.h>
 #include <dtensor/nn/parallelize.h>
+#include <dtensor/nn/reduce_gradients.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include "examples/support/one_device.h"
 
 namespace dtensor::examples {
 namespace {
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The tensor-parallel placement of the weight of the module at `path`, or
-// null for a replicated one.
-PlacementPtr tp_placement(const std::string& path, LlamaPlan plan) {
-  for (const char* colwise :
-       {"attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"}) {
-    if (ends_with(path, colwise)) return Shard::make(0);
-  }
-  for (const char* rowwise : {"attention.wo", "feed_forward.w2"}) {
-    if (ends_with(path, rowwise)) return Shard::make(1);
-  }
-  if (path == "output" && plan == LlamaPlan::kLossParallel) return Shard::make(0);
-  return nullptr;
-}
 
 // The mesh dim the plan splits tensors over, and the data-parallel one (-1
 // on a 1-D mesh).
@@ -58,11 +40,64 @@ MeshDims mesh_dims(const DeviceMesh& mesh) {
   return {mesh.dim_index("tp"), mesh.dim_index("dp")};
 }
 
-// Replicated everywhere but on the tp dim.
-std::vector<PlacementPtr> on_tp(const DeviceMesh& mesh, const PlacementPtr& placement) {
-  std::vector<PlacementPtr> placements(mesh.ndim(), Replicate::make());
-  placements[mesh_dims(mesh).tp] = placement;
-  return placements;
+nn::StyleOptions layouts(PlacementPtr input, PlacementPtr desired_input, PlacementPtr output,
+                         PlacementPtr desired_output = nullptr) {
+  nn::StyleOptions options;
+  options.input_layouts = std::move(input);
+  options.desired_input_layouts = std::move(desired_input);
+  options.output_layouts = std::move(output);
+  options.desired_output_layouts = std::move(desired_output);
+  options.use_local_output = false;  // DTensors flow between modules
+  return options;
+}
+
+// Megatron's plan for every block: the block's input replicated (gathered
+// from the sequence split under sequence parallelism), q, k, v, w1 and w3
+// split by output features, wo and w2 by input features, their sums
+// all-reduced (reduce-scattered to the sequence split) on the way out.
+void plan_blocks(const Llama& model, bool sequence_parallel, nn::ParallelizePlan& plan) {
+  const PlacementPtr residual = sequence_parallel ? Shard::make(1) : Replicate::make();
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    const std::string layer = "layers." + std::to_string(i) + ".";
+    for (const char* block : {"attention", "feed_forward"}) {
+      plan.emplace_back(layer + block,
+                        nn::PrepareModuleInput(layouts(residual, Replicate::make(), nullptr)));
+    }
+    for (const char* colwise :
+         {"attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"}) {
+      plan.emplace_back(layer + colwise, nn::ColwiseParallel(layouts(nullptr, nullptr, nullptr)));
+    }
+    for (const char* rowwise : {"attention.wo", "feed_forward.w2"}) {
+      plan.emplace_back(layer + rowwise, nn::RowwiseParallel(layouts(nullptr, nullptr, residual)));
+    }
+    if (sequence_parallel) {
+      for (const char* norm : {"attention_norm", "ffn_norm"}) {
+        plan.emplace_back(layer + norm, nn::SequenceParallel());
+      }
+    }
+  }
+}
+
+nn::ParallelizePlan llama_plan(const Llama& model, LlamaPlan which) {
+  const bool sequence_parallel = which == LlamaPlan::kSequenceParallel;
+  nn::ParallelizePlan plan;
+  plan_blocks(model, sequence_parallel, plan);
+  // The head: vocabulary-split logits, gathered unless the loss takes them
+  // split. Its input is a boundary: under plain TP the final norm's output
+  // is replicated, and the head's input gradient is all-reduced there once.
+  const PlacementPtr logits =
+      which == LlamaPlan::kLossParallel ? PlacementPtr(Shard::make(-1)) : Replicate::make();
+  plan.emplace_back("output", nn::ColwiseParallel(layouts(nullptr, nullptr, logits)));
+  if (sequence_parallel) {
+    // Each rank embeds its positions: the ids are split, not the vectors.
+    plan.emplace_back("tok_embeddings",
+                      nn::PrepareModuleInput(layouts(nullptr, Shard::make(1), nullptr)));
+    plan.emplace_back("norm", nn::SequenceParallel());
+  } else {
+    plan.emplace_back("norm", nn::PrepareModuleOutput(
+                                  layouts(nullptr, nullptr, nullptr, Replicate::make())));
+  }
+  return plan;
 }
 
 // The batch split over dp (if any), replicated over tp.
@@ -96,14 +131,14 @@ class Optimizer {
   void step() {
     if (adamw_) {
       adamw_->step();
-      adamw_->zero_grad();
-      return;
+    } else {
+      torch::NoGradGuard no_grad;
+      for (at::Tensor& p : parameters_) p.sub_(p.grad().mul(learning_rate_));
     }
-    torch::NoGradGuard no_grad;
-    for (at::Tensor& p : parameters_) {
-      p.sub_(p.grad().mul(learning_rate_));
-      p.mutable_grad() = at::Tensor();
-    }
+    // Gradients to none, not zero (libtorch 1.13's zero_grad zeroes them):
+    // the next backward's pending sums would otherwise be reduced one by one
+    // as they accumulate into the zeros, not in reduce_gradients' buckets.
+    for (at::Tensor& p : parameters_) p.mutable_grad() = at::Tensor();
   }
 
  private:
@@ -129,24 +164,31 @@ double max_difference(torch::nn::Module& distributed, torch::nn::Module& referen
 }  // namespace
 
 std::string plan_name(LlamaPlan plan) {
-  return plan == LlamaPlan::kTensorParallel ? "tp" : "loss_parallel";
+  switch (plan) {
+    case LlamaPlan::kTensorParallel:
+      return "tp";
+    case LlamaPlan::kSequenceParallel:
+      return "tp_sp";
+    case LlamaPlan::kLossParallel:
+      return "loss_parallel";
+  }
+  return "";
 }
 
 void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan) {
   const MeshDims dims = mesh_dims(mesh);
-  DTENSOR_CHECK(model->config().heads % mesh.size(dims.tp) == 0 &&
-                    model->config().kv_heads % mesh.size(dims.tp) == 0,
+  const int64_t degree = mesh.size(dims.tp);
+  DTENSOR_CHECK(model->config().heads % degree == 0 && model->config().kv_heads % degree == 0,
                 "parallelize_llama: expected the heads (", model->config().heads,
-                ") and key/value "
-                "heads (",
-                model->config().kv_heads, ") to divide by the tp degree (", mesh.size(dims.tp),
-                ")");
-  nn::distribute_module(
-      *model, mesh, [&](const std::string& path, torch::nn::Module& module, const DeviceMesh& on) {
-        if (const PlacementPtr placement = tp_placement(path, plan)) {
-          nn::distribute_parameter(module, "weight", on, on_tp(on, placement));
-        }
-      });
+                ") and key/value heads (", model->config().kv_heads,
+                ") to divide by the tp degree (", degree, ")");
+  if (mesh.ndim() == 1) {
+    nn::parallelize_module(*model, mesh, llama_plan(model, plan));
+  } else {
+    nn::parallelize_module(*model, mesh, llama_plan(model, plan), dims.tp,
+                           nn::MeshScope::kWholeMesh);
+  }
+  nn::distribute_module(*model, mesh);  // the rest replicated
   nn::replicate_buffers(*model, mesh);
 }
 
@@ -179,6 +221,7 @@ std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
     record.loss = DTensor(loss).full_tensor().item<double>();
     {
       CollectiveCounter counter;
+      nn::reduce_gradients(model->parameters());
       if (options.clip_norm > 0) {
         record.grad_norm = nn::clip_grad_norm_(model->parameters(), options.clip_norm);
       }

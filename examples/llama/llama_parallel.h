@@ -4,21 +4,29 @@
 // llama.h, one function each, and training that checks every step against
 // one device.
 //
-// A plan only decides where each parameter lives; the model's forward is
-// unchanged and its activations take the layouts the sharding rules give:
+// Each plan is a dtensor::nn::ParallelizePlan: styles on submodules, run by
+// parallelize_module as the modules' forward hooks (the model calls its
+// children through dtensor::nn::call), so activations change layout only
+// where the plan says, as in a hand-written Megatron plan:
 //
-//  - kTensorParallel (Megatron): q, k, v, w1, w3 split by output features
-//    (colwise, Shard(0) of the weight), wo, w2 by input features (rowwise,
-//    Shard(1)); attention runs on each rank's heads with no communication,
-//    each block's two row-wise outputs are pending sums reduced where the
-//    residual stream needs them; embeddings, norms and the head replicated.
-//  - kLossParallel: the same, with the output head split by vocabulary, so
-//    the logits stay sharded and cross-entropy reduces two values per row
-//    instead of gathering them.
+//  - kTensorParallel: q, k, v, w1, w3 split by output features (colwise),
+//    wo, w2 by input features (rowwise); each attention and feed-forward
+//    block takes a replicated input (its gradient all-reduced there once)
+//    and all-reduces its output; attention runs on each rank's heads with
+//    no communication; the head splits the vocabulary and gathers the
+//    logits; embeddings and norms replicated.
+//  - kSequenceParallel: the same blocks, with the residual stream and the
+//    norms split along the sequence: each block all-gathers its input and
+//    reduce-scatters its output; the norms' and the embedding's weight
+//    gradients are pending sums, reduced in one bucket
+//    (dtensor::nn::reduce_gradients).
+//  - kLossParallel: kTensorParallel with the logits left split by
+//    vocabulary: cross-entropy reduces a few values per row instead of
+//    gathering them.
 //
-// On a 2-D mesh (dp, tp) the plan applies to "tp" and the batch is split
-// over "dp" (data parallel: replicated parameters, gradients summed over
-// dp).
+// On a 2-D mesh (dp, tp) the plan applies to "tp" over the whole mesh
+// (MeshScope::kWholeMesh) and the batch is split over "dp": replicated
+// parameters get Partial gradients over dp, reduced in the same bucket.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +39,9 @@
 
 namespace dtensor::examples {
 
-enum class LlamaPlan { kTensorParallel, kLossParallel };
+enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel };
 
-// "tp", "loss_parallel".
+// "tp", "tp_sp", "loss_parallel".
 std::string plan_name(LlamaPlan plan);
 
 // Lays out the parameters of `model` for `plan` over `mesh` (1-D: the "tp"
@@ -65,7 +73,8 @@ struct LlamaStep {
 
 // Trains the model under `plan` on `mesh` and on one device, from the same
 // initial values and data, with SGD or AdamW, clipping the gradients if
-// asked. Collective.
+// asked; after each backward, the pending gradient sums are reduced in
+// buckets (dtensor::nn::reduce_gradients). Collective.
 std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
                                    const LlamaTrainOptions& options);
 

@@ -42,6 +42,7 @@ void run(LlamaPlan plan, std::vector<int64_t> shape, std::vector<std::string> na
 
 int main() {
   run(LlamaPlan::kTensorParallel, {4}, {"tp"});
+  run(LlamaPlan::kSequenceParallel, {4}, {"tp"});
   run(LlamaPlan::kLossParallel, {4}, {"tp"});
   run(LlamaPlan::kTensorParallel, {2, 2}, {"dp", "tp"});
   return 0;

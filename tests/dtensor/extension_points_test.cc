@@ -106,9 +106,13 @@ TEST(ParallelStyleRegistryTest, StylesByName) {
   options.use_local_output = false;
   EXPECT_EQ(nn::parallel_style("ColwiseParallel", options)->name(), "ColwiseParallel");
   EXPECT_EQ(nn::parallel_style("RowwiseParallel")->name(), "RowwiseParallel");
-  DTENSOR_EXPECT_ERROR(nn::parallel_style("SequenceParallel"),
+  EXPECT_EQ(nn::parallel_style("SequenceParallel")->name(), "SequenceParallel");
+  options.desired_input_layouts = Replicate::make();
+  EXPECT_EQ(nn::parallel_style("PrepareModuleInput", options)->name(), "PrepareModuleInput");
+  DTENSOR_EXPECT_ERROR(nn::parallel_style("ExpertParallel"),
                        "parallel_style: expected a registered style (ColwiseParallel, "
-                       "RowwiseParallel), found \"SequenceParallel\"");
+                       "PrepareModuleInput, PrepareModuleOutput, RowwiseParallel, "
+                       "SequenceParallel), found \"ExpertParallel\"");
 }
 
 TEST(OpNameTest, ParsesAndFormatsOperatorNames) {

@@ -2,12 +2,33 @@
 //
 // The Llama-style model of examples/llama trains under each plan exactly as
 // on one device (float64: every loss, gradient and updated parameter within
-// 1e-9), with no op on the replicate fallback and no implicit replication.
+// 1e-9), with no op on the replicate fallback and no implicit replication,
+// and issues exactly the collectives of a hand-written Megatron plan of the
+// same 2-layer model (issue 17): per step, TP 10 (per block one all-reduce
+// out and one of its input's gradient, the head's logits all-gather and its
+// input-gradient all-reduce), TP+SP 20 (each block all-gathers its input and
+// reduce-scatters its output, and the reverse backward; 3 for the head; one
+// bucketed all-reduce of the norm and embedding gradients), loss parallel 11
+// (Megatron's 12 less one: the fused cross-entropy all-reduces the row
+// maxima, then each row's sum of exponentials together with its target
+// logit; none in its backward, none to read the loss). On
+// (dp 2, tp 2) with replicated parameters: TP's 10, one bucketed all-reduce
+// of the gradients over dp and one scalar all-reduce for the mean's divisor
+// over the split batch; TP+SP: its 20, with the gradients in two buckets
+// (norm weights: Partial over dp and tp; the rest over dp) and the divisor.
+// Loss parallel: its 11, the bucket and the divisor. Clipping adds one
+// scalar all-reduce.
 #include <gtest/gtest.h>
 
 #include <absl/strings/str_join.h>
 
+#include <map>
+#include <optional>
+#include <string>
+
+#include <dtensor/dispatch/dispatch.h>
 #include <dtensor/dispatch/fallback_recorder.h>
+#include <dtensor/nn/parallelize.h>
 #include <dtensor/mesh/local_communicator.h>
 #include "examples/llama/llama_parallel.h"
 #include "tests/support/expect_error.h"
@@ -15,12 +36,25 @@
 namespace dtensor::examples {
 namespace {
 
+using Counts = std::map<std::string, int64_t>;
+
 struct PlanCase {
   LlamaPlan plan;
   std::vector<int64_t> mesh;
+  Counts collectives;  // per step, without clipping's one all-reduce
   bool adamw_with_clipping = false;
   int64_t kv_heads = 4;  // 2: grouped-query attention, two query heads per key/value head
+  int64_t seq = 8;       // 7: uneven over 4 ranks under sequence parallelism
+  bool strict = false;   // no implicit redistribute inside any op
 };
+
+const Counts kTensorParallel = {{"all_gather_v", 1}, {"all_reduce", 9}};
+const Counts kSequenceParallel = {{"all_gather_v", 10}, {"all_reduce", 1}, {"reduce_scatter_v", 9}};
+const Counts kLossParallel = {{"all_reduce", 11}};
+const Counts kTensorParallel2d = {{"all_gather_v", 1}, {"all_reduce", 11}};
+const Counts kSequenceParallel2d = {
+    {"all_gather_v", 10}, {"all_reduce", 3}, {"reduce_scatter_v", 9}};
+const Counts kLossParallel2d = {{"all_reduce", 13}};
 
 class LlamaTest : public ::testing::TestWithParam<PlanCase> {};
 
@@ -31,8 +65,11 @@ TEST_P(LlamaTest, TrainsLikeOneDevice) {
         "local", c.mesh,
         c.mesh.size() == 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{"dp", "tp"});
     FallbackRecorder fallbacks;
+    std::optional<ScopedStrictMode> strict;
+    if (c.strict) strict.emplace();
     LlamaTrainOptions options;
     options.config.kv_heads = c.kv_heads;
+    options.seq = c.seq;
     if (c.adamw_with_clipping) {
       options.adamw = true;
       options.learning_rate = 0.01;
@@ -40,7 +77,10 @@ TEST_P(LlamaTest, TrainsLikeOneDevice) {
     }
     const std::vector<LlamaStep> steps = train_llama(mesh, c.plan, options);
     ASSERT_EQ(steps.size(), 3u);
+    Counts expected = c.collectives;
+    if (c.adamw_with_clipping) ++expected["all_reduce"];
     for (const LlamaStep& step : steps) {
+      EXPECT_EQ(step.collectives, expected);
       EXPECT_NEAR(step.loss, step.reference_loss, 1e-9);
       EXPECT_LE(step.max_grad_diff, 1e-9);
       EXPECT_LE(step.max_param_diff, 1e-9);
@@ -55,14 +95,22 @@ TEST_P(LlamaTest, TrainsLikeOneDevice) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, LlamaTest,
-                         ::testing::Values(PlanCase{LlamaPlan::kTensorParallel, {4}},
-                                           PlanCase{LlamaPlan::kLossParallel, {4}},
-                                           PlanCase{LlamaPlan::kTensorParallel, {2, 2}},
-                                           PlanCase{LlamaPlan::kLossParallel, {2, 2}},
-                                           PlanCase{LlamaPlan::kTensorParallel, {4}, true},
-                                           PlanCase{LlamaPlan::kLossParallel, {2, 2}, true},
-                                           PlanCase{LlamaPlan::kTensorParallel, {2, 2}, false, 2}));
+INSTANTIATE_TEST_SUITE_P(
+    Plans, LlamaTest,
+    ::testing::Values(PlanCase{LlamaPlan::kTensorParallel, {4}, kTensorParallel},
+                      PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel},
+                      PlanCase{LlamaPlan::kLossParallel, {4}, kLossParallel},
+                      PlanCase{LlamaPlan::kTensorParallel, {2, 2}, kTensorParallel2d},
+                      PlanCase{LlamaPlan::kSequenceParallel, {2, 2}, kSequenceParallel2d},
+                      PlanCase{LlamaPlan::kLossParallel, {2, 2}, kLossParallel2d},
+                      PlanCase{LlamaPlan::kTensorParallel, {4}, kTensorParallel, true},
+                      PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel, true},
+                      PlanCase{LlamaPlan::kSequenceParallel, {2, 2}, kSequenceParallel2d, true},
+                      PlanCase{LlamaPlan::kLossParallel, {2, 2}, kLossParallel2d, true},
+                      PlanCase{LlamaPlan::kTensorParallel, {2, 2}, kTensorParallel2d, false, 2},
+                      PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel, false, 4, 7},
+                      PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel, false, 4, 8,
+                               /*strict=*/true}));
 
 TEST(LlamaPlanTest, HeadsMustDivideByTheTensorParallelDegree) {
   run_ranks(4, [](int) {
@@ -75,6 +123,39 @@ TEST(LlamaPlanTest, HeadsMustDivideByTheTensorParallelDegree) {
     DTENSOR_EXPECT_ERROR(parallelize_llama(model, mesh, LlamaPlan::kTensorParallel),
                          "parallelize_llama: expected the heads (6) and key/value heads (6) to "
                          "divide by the tp degree (4)");
+  });
+}
+
+TEST(LlamaPlanTest, TheMeshMustNameItsTensorParallelDim) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"data", "model"});
+    Llama model(LlamaConfig{});
+    DTENSOR_EXPECT_ERROR(parallelize_llama(model, mesh, LlamaPlan::kTensorParallel),
+                         "DeviceMesh: expected a dim name in [data, model], found \"tp\"");
+  });
+}
+
+TEST(LlamaPlanTest, APlanNamingAMissingSubmoduleSaysWhichExist) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"tp"});
+    Llama model(LlamaConfig{});
+    DTENSOR_EXPECT_ERROR(
+        nn::parallelize_module(*model, mesh, {{"layers.2.attention.wq", nn::ColwiseParallel()}}),
+        "parallelize_module: expected a submodule at 'layers.2.attention.wq' of "
+        "dtensor::examples::Llama, found only ['tok_embeddings', 'layers', 'layers.0', ");
+  });
+}
+
+// A 2-D plan over the whole mesh reads no plain tensor: its layout over
+// "dp" would be a guess.
+TEST(LlamaPlanTest, APlainBatchOnA2dMeshIsRefused) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"dp", "tp"});
+    Llama model(LlamaConfig{});
+    parallelize_llama(model, mesh, LlamaPlan::kSequenceParallel);
+    DTENSOR_EXPECT_ERROR(model->forward(at::zeros({4, 8}, at::kLong)),
+                         "prepare_input of 'tok_embeddings': expected a DTensor on "
+                         "DeviceMesh((dp=2, tp=2)");
   });
 }
 

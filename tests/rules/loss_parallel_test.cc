@@ -47,9 +47,10 @@ struct LossCase {
 
 class VocabParallelCrossEntropyTest : public ::testing::TestWithParam<LossCase> {};
 
-// The loss and the logits' gradient equal one device's; the loss is a
-// pending sum over the mesh dims that split the classes, and the gradient
-// keeps the logits' layout.
+// The loss and the logits' gradient equal one device's; the loss is whole
+// along the class split (a pending sum along a row split, when the
+// reduction sums rows), and the gradient keeps the logits' layout. The
+// class weight is replicated: the fused kernel runs.
 TEST_P(VocabParallelCrossEntropyTest, MatchesOneDevice) {
   const LossCase& c = GetParam();
   const at::Tensor logits = logits_of(c.classes);
@@ -86,13 +87,14 @@ TEST_P(VocabParallelCrossEntropyTest, MatchesOneDevice) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, VocabParallelCrossEntropyTest,
-    ::testing::Values(LossCase{{4}, "S(1)", 11, at::Reduction::Mean, "P(sum)"},
-                      LossCase{{4}, "S(1)", 11, at::Reduction::Sum, "P(sum)"},
-                      LossCase{{4}, "S(1)", 11, at::Reduction::None, "P(sum)"},
-                      LossCase{{4}, "S(1)", 3, at::Reduction::Mean, "P(sum)"},
-                      LossCase{{2, 2}, "S(0),S(1)", 11, at::Reduction::Mean, "P(sum),P(sum)"},
-                      LossCase{{2, 2}, "S(0),S(1)", 11, at::Reduction::None, "S(0),P(sum)"},
-                      LossCase{{2, 2}, "S(1),S(1)", 11, at::Reduction::Sum, "P(sum),P(sum)"}));
+    ::testing::Values(LossCase{{4}, "S(1)", 11, at::Reduction::Mean, "R"},
+                      LossCase{{4}, "S(1)", 11, at::Reduction::Sum, "R"},
+                      LossCase{{4}, "S(1)", 11, at::Reduction::None, "R"},
+                      LossCase{{4}, "S(1)", 3, at::Reduction::Mean, "R"},
+                      LossCase{{2, 2}, "S(0),S(1)", 11, at::Reduction::Mean, "P(sum),R"},
+                      LossCase{{2, 2}, "S(0),S(1)", 11, at::Reduction::None, "S(0),R"},
+                      LossCase{{2, 2}, "S(1),S(1)", 11, at::Reduction::Sum, "R,R"},
+                      LossCase{{2, 2}, "S(1),S(0)", 11, at::Reduction::Mean, "R,P(sum)"}));
 
 // A target outside the classes raises on every rank, as on one device; it
 // must not be masked away as another rank's (ignored targets do not count).
@@ -123,6 +125,52 @@ TEST(LossParallelTest, TargetOutsideTheClassesRaisesOnEveryRank) {
   });
 }
 
+// The fused cross-entropy checks targets too: with the rows split, the bad
+// one is on one row shard, and every rank raises (none waits in a
+// collective).
+TEST(LossParallelTest, FusedCrossEntropyRaisesOnEveryRankForABadTarget) {
+  const at::Tensor logits = logits_of(11);
+  const at::Tensor target =
+      at::tensor(std::vector<int64_t>{0, 50, kIgnored, 1, 3, 0, 4}, at::kLong);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    DTENSOR_EXPECT_ERROR(
+        at::cross_entropy_loss(dist(logits, mesh, "S(0),S(1)"), dist(target, mesh, "S(0),R"), {},
+                               at::Reduction::Mean, -100, 0.0),
+        "aten::cross_entropy_loss: expected every target in [0, 11) or ignore_index (-100), "
+        "found one outside");
+  });
+}
+
+// Label smoothing, with and without class weights, on an uneven split with
+// the rows split too: fused, equal to one device forward and backward.
+TEST(LossParallelTest, LabelSmoothingMatchesOneDevice) {
+  const at::Tensor logits = logits_of(11);
+  const at::Tensor target = targets_of(11);
+  const at::Tensor weight = at::arange(11, at::kDouble).add(1).div(2);
+  for (const bool weighted : {false, true}) {
+    for (const int64_t reduction : {at::Reduction::Mean, at::Reduction::Sum, at::Reduction::None}) {
+      const at::Tensor reference_logits = logits.clone().requires_grad_();
+      const at::Tensor reference = at::cross_entropy_loss(
+          reference_logits, target, weighted ? weight : at::Tensor(), reduction, kIgnored, 0.1);
+      reference.backward(at::ones_like(reference));
+      run_ranks(4, [&](int) {
+        const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+        const DTensor x = dist(logits.clone().requires_grad_(), mesh, "S(0),S(1)");
+        const DTensor loss(
+            at::cross_entropy_loss(x, dist(target, mesh, "S(0),R"),
+                                   weighted ? dist(weight, mesh, "R,R").tensor() : at::Tensor(),
+                                   reduction, kIgnored, 0.1));
+        EXPECT_TRUE(at::allclose(loss.full_tensor(), reference, 1e-12, 1e-12))
+            << loss.full_tensor() << " vs " << reference;
+        loss.tensor().backward(at::ones_like(loss.tensor()));
+        EXPECT_TRUE(at::allclose(DTensor(x.tensor().grad()).full_tensor(), reference_logits.grad(),
+                                 1e-12, 1e-12));
+      });
+    }
+  }
+}
+
 // What the counter saw while `f` ran, on the calling rank.
 template <typename F>
 Counts collectives_of(F&& f) {
@@ -131,10 +179,13 @@ Counts collectives_of(F&& f) {
   return counter.by_collective();
 }
 
-// Forward: the row maximum and the sum of exponentials, one all-reduce each
-// (one value per row), and no gather of the logits; the loss itself is a
-// pending sum, reduced when read. Backward: log_softmax's sum of the
-// gradient, one all-reduce; nll_loss's backward moves nothing.
+// cross_entropy_loss runs fused on split classes (dtensor/autograd/
+// cross_entropy.cc). Forward: the row maxima, then each row's sum of
+// exponentials with its target logit, one all-reduce each (two values per
+// row), and no gather of the logits; the loss is whole on every rank, read
+// with no collective. Backward: softmax minus the one-hot target on each
+// rank's block, no collective (a hand-written Megatron plan: 3 forward, 0
+// backward).
 TEST(LossParallelTest, CrossEntropyAllReducesAreCounted) {
   const at::Tensor logits = logits_of(11);
   const at::Tensor target = targets_of(11);
@@ -147,8 +198,8 @@ TEST(LossParallelTest, CrossEntropyAllReducesAreCounted) {
                 loss = at::cross_entropy_loss(x, y, {}, at::Reduction::Mean, kIgnored, 0.0);
               }),
               (Counts{{"all_reduce", 2}}));
-    EXPECT_EQ(collectives_of([&] { DTensor(loss).full_tensor(); }), (Counts{{"all_reduce", 1}}));
-    EXPECT_EQ(collectives_of([&] { loss.backward(); }), (Counts{{"all_reduce", 1}}));
+    EXPECT_EQ(collectives_of([&] { DTensor(loss).full_tensor(); }), Counts{});
+    EXPECT_EQ(collectives_of([&] { loss.backward(); }), Counts{});
   });
 }
 

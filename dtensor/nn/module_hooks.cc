@@ -1,0 +1,106 @@
+// Copyright 2026 The dtensor Authors.
+#include <dtensor/nn/module_hooks.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <dtensor/base/check.h>
+#include <dtensor/nn/module_parameters.h>
+
+namespace dtensor::nn {
+namespace {
+
+struct Hooks {
+  // Tells a live entry from one whose module died and whose address was
+  // reused.
+  std::weak_ptr<const torch::nn::Module> owner;
+  std::vector<ForwardPreHook> pre;
+  std::vector<ForwardHook> post;
+};
+
+// Every module's hooks, by address. A process-wide table because modules
+// have no slot of their own for them; `any` keeps `call` at one load for
+// models with no hooks at all.
+class HookTable {
+ public:
+  static HookTable& instance() {
+    static auto* table = new HookTable;
+    return *table;
+  }
+
+  template <typename Add>
+  void update(torch::nn::Module& module, Add add) {
+    std::shared_ptr<const torch::nn::Module> owner = owned(module);
+    std::unique_lock lock(mutex_);
+    Hooks& hooks = table_[&module];
+    if (hooks.owner.lock() != owner) hooks = Hooks{owner, {}, {}};
+    add(hooks);
+    any_.store(true, std::memory_order_release);
+  }
+
+  void remove(const torch::nn::Module& module) {
+    std::unique_lock lock(mutex_);
+    table_.erase(&module);
+  }
+
+  // A copy of the module's hooks (empty when it has none), so that hooks run
+  // without the lock: a hook may call other modules.
+  Hooks find(const torch::nn::Module& module) const {
+    if (!any_.load(std::memory_order_acquire)) return {};
+    std::shared_lock lock(mutex_);
+    const auto found = table_.find(&module);
+    if (found == table_.end() || found->second.owner.expired()) return {};
+    return found->second;
+  }
+
+ private:
+  static std::shared_ptr<const torch::nn::Module> owned(torch::nn::Module& module) {
+    try {
+      return module.shared_from_this();
+    } catch (const std::bad_weak_ptr&) {
+      DTENSOR_CHECK(false, "register_forward_hook: module ", module_type_name(module),
+                    ": expected a module owned by a std::shared_ptr (a module holder or a "
+                    "registered submodule), found one on the stack or owned otherwise");
+    }
+    return nullptr;
+  }
+
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<const torch::nn::Module*, Hooks> table_;
+  std::atomic<bool> any_{false};
+};
+
+}  // namespace
+
+void register_forward_pre_hook(torch::nn::Module& module, ForwardPreHook hook) {
+  DTENSOR_CHECK(hook != nullptr, "register_forward_pre_hook: expected a hook, found null");
+  HookTable::instance().update(module, [&](Hooks& hooks) { hooks.pre.push_back(std::move(hook)); });
+}
+
+void register_forward_hook(torch::nn::Module& module, ForwardHook hook) {
+  DTENSOR_CHECK(hook != nullptr, "register_forward_hook: expected a hook, found null");
+  HookTable::instance().update(module, [&](Hooks& hooks) { hooks.post.push_back(std::move(hook)); });
+}
+
+void remove_forward_hooks(const torch::nn::Module& module) { HookTable::instance().remove(module); }
+
+bool has_forward_hooks(const torch::nn::Module& module) {
+  const Hooks hooks = HookTable::instance().find(module);
+  return !hooks.pre.empty() || !hooks.post.empty();
+}
+
+at::Tensor run_forward_pre_hooks(const torch::nn::Module& module, at::Tensor input) {
+  for (const ForwardPreHook& hook : HookTable::instance().find(module).pre) input = hook(input);
+  return input;
+}
+
+at::Tensor run_forward_hooks(const torch::nn::Module& module, at::Tensor output) {
+  for (const ForwardHook& hook : HookTable::instance().find(module).post) output = hook(output);
+  return output;
+}
+
+}  // namespace dtensor::nn
