@@ -2,6 +2,7 @@
 #include <dtensor/nn/module_hooks.h>
 
 #include <atomic>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -33,9 +34,10 @@ class HookTable {
   }
 
   template <typename Add>
-  void update(torch::nn::Module& module, Add add) {
-    std::shared_ptr<const torch::nn::Module> owner = owned(module);
+  void update(const char* caller, torch::nn::Module& module, Add add) {
+    std::shared_ptr<const torch::nn::Module> owner = owned(caller, module);
     std::unique_lock lock(mutex_);
+    forget_dead_modules();
     Hooks& hooks = table_[&module];
     if (hooks.owner.lock() != owner) hooks = Hooks{owner, {}, {}};
     add(hooks);
@@ -58,11 +60,20 @@ class HookTable {
   }
 
  private:
-  static std::shared_ptr<const torch::nn::Module> owned(torch::nn::Module& module) {
+  // Entries of modules that died: their weak_ptrs would keep the memory of
+  // modules made by make_shared (as module holders are) allocated.
+  void forget_dead_modules() {
+    for (auto it = table_.begin(); it != table_.end();) {
+      it = it->second.owner.expired() ? table_.erase(it) : std::next(it);
+    }
+  }
+
+  static std::shared_ptr<const torch::nn::Module> owned(const char* caller,
+                                                        torch::nn::Module& module) {
     try {
       return module.shared_from_this();
     } catch (const std::bad_weak_ptr&) {
-      DTENSOR_CHECK(false, "register_forward_hook: module ", module_type_name(module),
+      DTENSOR_CHECK(false, caller, ": module ", module_type_name(module),
                     ": expected a module owned by a std::shared_ptr (a module holder or a "
                     "registered submodule), found one on the stack or owned otherwise");
     }
@@ -78,12 +89,14 @@ class HookTable {
 
 void register_forward_pre_hook(torch::nn::Module& module, ForwardPreHook hook) {
   DTENSOR_CHECK(hook != nullptr, "register_forward_pre_hook: expected a hook, found null");
-  HookTable::instance().update(module, [&](Hooks& hooks) { hooks.pre.push_back(std::move(hook)); });
+  HookTable::instance().update("register_forward_pre_hook", module,
+                               [&](Hooks& hooks) { hooks.pre.push_back(std::move(hook)); });
 }
 
 void register_forward_hook(torch::nn::Module& module, ForwardHook hook) {
   DTENSOR_CHECK(hook != nullptr, "register_forward_hook: expected a hook, found null");
-  HookTable::instance().update(module, [&](Hooks& hooks) { hooks.post.push_back(std::move(hook)); });
+  HookTable::instance().update("register_forward_hook", module,
+                               [&](Hooks& hooks) { hooks.post.push_back(std::move(hook)); });
 }
 
 void remove_forward_hooks(const torch::nn::Module& module) { HookTable::instance().remove(module); }

@@ -29,13 +29,12 @@ std::vector<PlacementPtr> with_mesh_dim(std::vector<PlacementPtr> placements, in
 
 }  // namespace
 
-ParallelModule::ParallelModule(std::string path, std::shared_ptr<torch::nn::Module> module,
-                               DeviceMesh mesh, ModuleLayouts layouts, Forward forward)
-    : path_(std::move(path)),
-      module_(std::move(module)),
-      mesh_(std::move(mesh)),
-      layouts_(std::move(layouts)),
-      forward_(std::move(forward)) {}
+ModuleBoundary::ModuleBoundary(std::string path, DeviceMesh mesh, ModuleLayouts layouts)
+    : path_(std::move(path)), mesh_(std::move(mesh)), layouts_(std::move(layouts)) {}
+
+ParallelModule::ParallelModule(ModuleBoundary boundary, std::shared_ptr<torch::nn::Module> module,
+                               Forward forward)
+    : boundary_(std::move(boundary)), module_(std::move(module)), forward_(std::move(forward)) {}
 
 namespace {
 
@@ -45,7 +44,8 @@ namespace {
 // unknown).
 DTensor as_dtensor(const at::Tensor& tensor, const DeviceMesh& mesh,
                    const PlacementPtr& plain_layout, const std::string& path, const char* what) {
-  DTENSOR_CHECK(tensor.defined(), what, " of '", path, "': expected a tensor, found an undefined one");
+  DTENSOR_CHECK(tensor.defined(), what, " of '", path,
+                "': expected a tensor, found an undefined one");
   if (is_dtensor(tensor)) {
     const DTensor dtensor(tensor);
     DTENSOR_CHECK(dtensor.mesh() == mesh, what, " of '", path, "': expected a DTensor on ",
@@ -80,15 +80,15 @@ DTensor relayout(const DTensor& tensor, int64_t mesh_dim, const PlacementPtr& pl
 
 }  // namespace
 
-at::Tensor ParallelModule::prepare_input(const at::Tensor& input) const {
+at::Tensor ModuleBoundary::prepare_input(const at::Tensor& input) const {
   if (!layouts_.desired_input) return input;
   const DTensor prepared =
-      relayout(as_dtensor(input, mesh_, layouts_.input, path_, "prepare_input"),
-               layouts_.mesh_dim, layouts_.desired_input, layouts_.boundary);
+      relayout(as_dtensor(input, mesh_, layouts_.input, path_, "prepare_input"), layouts_.mesh_dim,
+               layouts_.desired_input, layouts_.boundary);
   return layouts_.use_local_input ? prepared.to_local() : prepared.tensor();
 }
 
-at::Tensor ParallelModule::prepare_output(const at::Tensor& output) const {
+at::Tensor ModuleBoundary::prepare_output(const at::Tensor& output) const {
   if (!layouts_.output) return output;
   DTENSOR_CHECK(layouts_.plain_output != nullptr || (output.defined() && is_dtensor(output)),
                 "prepare_output of '", path_,
@@ -101,7 +101,7 @@ at::Tensor ParallelModule::prepare_output(const at::Tensor& output) const {
 }
 
 at::Tensor ParallelModule::forward(const at::Tensor& input) const {
-  DTENSOR_CHECK(forward_ != nullptr, "forward of '", path_,
+  DTENSOR_CHECK(forward_ != nullptr, "forward of '", path(),
                 "': expected a module with a known forward, found ", module_type_name(*module_),
                 "; call it through dtensor::nn::call (the plan's hooks run there) instead");
   return prepare_output(forward_(prepare_input(input)));
@@ -181,7 +181,8 @@ ParallelModule apply_recipe(const std::string& style, const StyleOptions& option
   layouts.desired_input = recipe.desired_input;
   layouts.output = options.output_layouts ? options.output_layouts : recipe.default_output;
   layouts.use_local_output = options.use_local_output.value_or(true);
-  return ParallelModule(path, module, mesh, std::move(layouts), std::move(known.forward));
+  return ParallelModule(ModuleBoundary(path, mesh, std::move(layouts)), module,
+                        std::move(known.forward));
 }
 
 Recipe colwise_recipe(ModuleKind kind) {
@@ -214,7 +215,8 @@ Recipe rowwise_recipe(ModuleKind kind) {
 ParallelModule activations_only(const std::string& path,
                                 const std::shared_ptr<torch::nn::Module>& module,
                                 const DeviceMesh& mesh, ModuleLayouts layouts) {
-  return ParallelModule(path, module, mesh, std::move(layouts), known_module(module).forward);
+  return ParallelModule(ModuleBoundary(path, mesh, std::move(layouts)), module,
+                        known_module(module).forward);
 }
 
 }  // namespace

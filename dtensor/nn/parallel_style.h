@@ -74,10 +74,10 @@ struct StyleOptions {
 // `desired_input` leaves the input alone, a null `output` the output.
 struct ModuleLayouts {
   int64_t mesh_dim = 0;
-  PlacementPtr input;          // how a plain input is read
-  PlacementPtr desired_input;  // what forward() computes on
-  PlacementPtr plain_output;   // how a plain output is read (null: refused)
-  PlacementPtr output;         // what the output is redistributed to
+  PlacementPtr input;            // how a plain input is read
+  PlacementPtr desired_input;    // what forward() computes on
+  PlacementPtr plain_output;     // how a plain output is read (null: refused)
+  PlacementPtr output;           // what the output is redistributed to
   bool use_local_input = false;  // forward() gets the input's local shard
   bool use_local_output = true;
   // Gradients go back to the layout the activation came in even when the
@@ -85,14 +85,12 @@ struct ModuleLayouts {
   bool boundary = false;
 };
 
-// A module parallelized by a style: the calls made around its forward().
-// Copyable; shares the module.
-class ParallelModule {
+// The layout changes around one module's forward(), without the module
+// itself: what parallelize_module registers as the module's hooks (holding
+// no reference to the module, so that it dies with its owner). Copyable.
+class ModuleBoundary {
  public:
-  using Forward = std::function<at::Tensor(const at::Tensor&)>;
-
-  ParallelModule(std::string path, std::shared_ptr<torch::nn::Module> module, DeviceMesh mesh,
-                 ModuleLayouts layouts, Forward forward);
+  ModuleBoundary(std::string path, DeviceMesh mesh, ModuleLayouts layouts);
 
   // The module's input in the layout it computes on, as a DTensor. A plain
   // tensor is the calling rank's part of a DTensor laid out as
@@ -100,28 +98,50 @@ class ParallelModule {
   // small all-gather; on a 1-D mesh only); a DTensor (on this mesh) keeps its
   // placements but on `layouts().mesh_dim`. Then redistributed to
   // `layouts().desired_input` (the gradient: see the file comment). Its
-  // local shard when
-  // `layouts().use_local_input`. Differentiable.
+  // local shard when `layouts().use_local_input`. Differentiable.
   at::Tensor prepare_input(const at::Tensor& input) const;
   // The module's output redistributed to `layouts().output` on the plan's
   // mesh dim, then its local shard when `layouts().use_local_output`.
   // Differentiable.
   at::Tensor prepare_output(const at::Tensor& output) const;
-  // prepare_output(module forward(prepare_input(input))), for the module
-  // types the style knows the forward() of (Linear, Embedding).
-  at::Tensor forward(const at::Tensor& input) const;
 
   // The dotted path of the module in the parallelized tree ("" for the root).
   const std::string& path() const { return path_; }
-  torch::nn::Module& module() const { return *module_; }
   const DeviceMesh& mesh() const { return mesh_; }
   const ModuleLayouts& layouts() const { return layouts_; }
 
  private:
   std::string path_;
-  std::shared_ptr<torch::nn::Module> module_;
   DeviceMesh mesh_;
   ModuleLayouts layouts_;
+};
+
+// A module parallelized by a style: its boundary and the module. Copyable;
+// shares the module.
+class ParallelModule {
+ public:
+  using Forward = std::function<at::Tensor(const at::Tensor&)>;
+
+  ParallelModule(ModuleBoundary boundary, std::shared_ptr<torch::nn::Module> module,
+                 Forward forward);
+
+  at::Tensor prepare_input(const at::Tensor& input) const { return boundary_.prepare_input(input); }
+  at::Tensor prepare_output(const at::Tensor& output) const {
+    return boundary_.prepare_output(output);
+  }
+  // prepare_output(module forward(prepare_input(input))), for the module
+  // types the style knows the forward() of (Linear, Embedding).
+  at::Tensor forward(const at::Tensor& input) const;
+
+  const ModuleBoundary& boundary() const { return boundary_; }
+  const std::string& path() const { return boundary_.path(); }
+  torch::nn::Module& module() const { return *module_; }
+  const DeviceMesh& mesh() const { return boundary_.mesh(); }
+  const ModuleLayouts& layouts() const { return boundary_.layouts(); }
+
+ private:
+  ModuleBoundary boundary_;
+  std::shared_ptr<torch::nn::Module> module_;
   Forward forward_;
 };
 

@@ -195,16 +195,18 @@ void check_distinct_paths(const ParallelizePlan& plan) {
 
 namespace {
 
-// Runs the module's layouts wherever dtensor::nn::call runs it.
+// Runs the module's layouts wherever dtensor::nn::call runs it. The hooks
+// hold the boundary only: the table of hooks must not keep the module alive.
 void register_layout_hooks(const ParallelModule& parallel) {
-  if (parallel.layouts().desired_input) {
-    register_forward_pre_hook(parallel.module(), [parallel](const at::Tensor& input) {
-      return parallel.prepare_input(input);
+  const ModuleBoundary& boundary = parallel.boundary();
+  if (boundary.layouts().desired_input) {
+    register_forward_pre_hook(parallel.module(), [boundary](const at::Tensor& input) {
+      return boundary.prepare_input(input);
     });
   }
-  if (parallel.layouts().output) {
-    register_forward_hook(parallel.module(), [parallel](const at::Tensor& output) {
-      return parallel.prepare_output(output);
+  if (boundary.layouts().output) {
+    register_forward_hook(parallel.module(), [boundary](const at::Tensor& output) {
+      return boundary.prepare_output(output);
     });
   }
 }
@@ -240,8 +242,7 @@ ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& 
 }
 
 ParallelModules parallelize_module(torch::nn::Module& module, const DeviceMesh& mesh,
-                                   const ParallelizePlan& plan, int64_t mesh_dim,
-                                   MeshScope scope) {
+                                   const ParallelizePlan& plan, int64_t mesh_dim, MeshScope scope) {
   DTENSOR_CHECK(mesh_dim >= -mesh.ndim() && mesh_dim < mesh.ndim(),
                 "parallelize_module: mesh_dim: expected a dim of ", mesh.to_string(), ", found ",
                 mesh_dim);

@@ -38,8 +38,7 @@ std::optional<std::string> bucket_key(const DTensor& grad, std::vector<int64_t>&
   }
   if (!op) return std::nullopt;
   std::string key = grad.mesh().to_string() + "|" + std::to_string(static_cast<int>(*op)) + "|" +
-                    std::string(c10::toString(grad.dtype())) + "|" +
-                    grad.tensor().device().str();
+                    std::string(c10::toString(grad.dtype())) + "|" + grad.tensor().device().str();
   for (int64_t m : partial_dims) key += "|" + std::to_string(m);
   return key;
 }
@@ -80,8 +79,7 @@ int64_t reduce_gradients(const std::vector<at::Tensor>& parameters) {
     std::optional<ReduceOp> op;
     const std::optional<std::string> key = bucket_key(gradient, partial_dims, op);
     if (!key) continue;
-    auto [found, added] =
-        buckets.try_emplace(*key, Bucket{gradient.mesh(), partial_dims, *op, {}});
+    auto [found, added] = buckets.try_emplace(*key, Bucket{gradient.mesh(), partial_dims, *op, {}});
     if (added) order.push_back(*key);
     found->second.gradients.push_back(&grad);
   }
