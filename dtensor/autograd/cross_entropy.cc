@@ -28,6 +28,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/compat.h>
@@ -171,11 +172,12 @@ at::Tensor fused_forward(const at::Tensor& self, const at::Tensor& target,
   const at::Tensor weight =
       options.weight.defined() ? options.weight.to(dtype) : at::ones({classes}, x.options());
   const at::Tensor class_weight = weight.narrow(0, first, count);
-  // Per row, over the classes: sum of exponentials, target logit, and the
-  // weighted sum of logits (label smoothing's term), in one all-reduce.
+  // Per row, over the classes: sum of exponentials, target logit, and with
+  // label smoothing the weighted sum of logits, in one all-reduce.
+  std::vector<at::Tensor> columns = {shifted.exp().sum(1), picked};
+  if (options.smoothing != 0) columns.push_back(shifted.mul(class_weight).sum(1));
   const at::Tensor sums =
-      reduce_terms(at::stack({shifted.exp().sum(1), picked, shifted.mul(class_weight).sum(1)}, 1),
-                   mesh, split.class_dims, ReduceOp::kSum);
+      reduce_terms(at::stack(columns, 1), mesh, split.class_dims, ReduceOp::kSum);
   const at::Tensor log_sum = sums.select(1, 0).log();
   const at::Tensor valid_rows = valid.to(dtype);
   const at::Tensor target_weight = valid_rows * weight.index_select(0, t.clamp(0, classes - 1));

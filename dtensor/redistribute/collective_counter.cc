@@ -23,9 +23,16 @@ int64_t CollectiveCounter::count(std::string_view collective) const {
   return it == counts_.end() ? 0 : it->second;
 }
 
-void CollectiveCounter::record(std::string_view collective) {
+int64_t CollectiveCounter::total_bytes() const {
+  int64_t sum = 0;
+  for (const auto& [name, bytes] : bytes_) sum += bytes;
+  return sum;
+}
+
+void CollectiveCounter::record(std::string_view collective, int64_t bytes) {
   for (CollectiveCounter* c = innermost_counter; c != nullptr; c = c->outer_) {
     ++c->counts_[std::string(collective)];
+    c->bytes_[std::string(collective)] += bytes;
   }
 }
 

@@ -34,13 +34,22 @@ class CollectiveCounter {
   int64_t total() const;
   int64_t count(std::string_view collective) const;
   const std::map<std::string, int64_t, std::less<>>& by_collective() const { return counts_; }
+  // Bytes of the calling rank's input buffers to the collectives, by kind
+  // (an all-gather's shard, an all-reduce's or reduce-scatter's whole
+  // buffer): what a hand-written plan's calls would be handed.
+  const std::map<std::string, int64_t, std::less<>>& bytes_by_collective() const {
+    return bytes_;
+  }
+  int64_t total_bytes() const;
 
-  // Called for each collective: by the redistribute executor, and by
-  // distribute_tensor and from_local for theirs.
-  static void record(std::string_view collective);
+  // Called for each collective, with the bytes of the rank's input buffer:
+  // by the redistribute executor, and by distribute_tensor and from_local
+  // for theirs.
+  static void record(std::string_view collective, int64_t bytes);
 
  private:
   std::map<std::string, int64_t, std::less<>> counts_;
+  std::map<std::string, int64_t, std::less<>> bytes_;
   CollectiveCounter* outer_;
 };
 

@@ -45,7 +45,9 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
 }
 
 AttentionImpl::AttentionImpl(const LlamaConfig& config)
-    : heads_(config.heads), kv_heads_(config.kv_heads), head_dim_(config.dim / config.heads) {
+    : heads_(config.heads),
+      kv_heads_(config.kv_heads),
+      head_dim_(config.head_dim > 0 ? config.head_dim : config.dim / config.heads) {
   wq = register_module("wq", projection(config.dim, heads_ * head_dim_));
   wk = register_module("wk", projection(config.dim, kv_heads_ * head_dim_));
   wv = register_module("wv", projection(config.dim, kv_heads_ * head_dim_));

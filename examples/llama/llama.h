@@ -36,6 +36,7 @@ struct LlamaConfig {
   int64_t layers = 2;
   int64_t heads = 4;
   int64_t kv_heads = 4;  // fewer than heads: grouped-query attention
+  int64_t head_dim = 0;  // 0: dim / heads
   int64_t ffn_hidden = 24;
   int64_t max_seq = 8;
   double rope_theta = 10000;

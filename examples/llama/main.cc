@@ -1,9 +1,11 @@
 // Copyright 2026 The dtensor Authors.
 //
 // Trains the Llama-style model of examples/llama under each parallel plan on
-// 4 ranks of the local backend (no launcher), beside the same training on
-// one device, and prints every step's loss, its agreement with one device
-// and the collectives it ran.
+// 4 ranks of the local backend (no launcher), or of MPI
+// (mpirun -np 4 build/examples/llama --backend=mpi), beside the same training
+// on one device, and prints every step's loss, its agreement with one device
+// and the collectives it ran. Exits 1 when a step differs from one device.
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -22,28 +24,50 @@ std::string collectives_text(const std::map<std::string, int64_t>& counts) {
   return text.empty() ? "none" : text;
 }
 
-void run(LlamaPlan plan, std::vector<int64_t> shape, std::vector<std::string> names) {
-  dtensor::run_ranks(4, [&](int rank) {
-    const dtensor::DeviceMesh mesh = dtensor::init_device_mesh("local", shape, names);
+// Whether every step of every plan run so far equalled one device (float64:
+// within 1e-9), on this process's rank 0.
+bool all_equal_one_device = true;
+
+void run(const std::string& backend, LlamaPlan plan, std::vector<int64_t> shape,
+         std::vector<std::string> names) {
+  const auto train = [&](int rank) {
+    const dtensor::DeviceMesh mesh = dtensor::init_device_mesh(backend, shape, names);
     const auto steps = dtensor::examples::train_llama(mesh, plan, {});
     if (rank != 0) return;
     std::printf("%s on %s:\n", dtensor::examples::plan_name(plan).c_str(),
                 mesh.to_string().c_str());
     for (size_t s = 0; s < steps.size(); ++s) {
+      all_equal_one_device &= std::abs(steps[s].loss - steps[s].reference_loss) <= 1e-9 &&
+                              steps[s].max_grad_diff <= 1e-9 && steps[s].max_param_diff <= 1e-9;
       std::printf(
           "  step %zu: loss %.6f (one device %.6f)  max |grad diff| %.1e  collectives: %s\n", s,
           steps[s].loss, steps[s].reference_loss, steps[s].max_grad_diff,
           collectives_text(steps[s].collectives).c_str());
     }
-  });
+    std::fflush(stdout);
+  };
+  if (backend == "local") {
+    dtensor::run_ranks(4, train);
+  } else {
+    train(static_cast<int>(dtensor::init_device_mesh(backend, {4}).world()->rank()));
+  }
 }
 
 }  // namespace
 
-int main() {
-  run(LlamaPlan::kTensorParallel, {4}, {"tp"});
-  run(LlamaPlan::kSequenceParallel, {4}, {"tp"});
-  run(LlamaPlan::kLossParallel, {4}, {"tp"});
-  run(LlamaPlan::kTensorParallel, {2, 2}, {"dp", "tp"});
-  return 0;
+// With no argument: 4 rank threads of the local backend. Under mpirun -np 4:
+// --backend=mpi.
+int main(int argc, char** argv) {
+  const std::string backend = argc > 1 && std::string(argv[1]) == "--backend=mpi" ? "mpi" : "local";
+  if (argc > 1 && backend == "local") {
+    std::fprintf(stderr, "llama: expected no argument or --backend=mpi, found %s\n", argv[1]);
+    return 2;
+  }
+  run(backend, LlamaPlan::kTensorParallel, {4}, {"tp"});
+  run(backend, LlamaPlan::kSequenceParallel, {4}, {"tp"});
+  run(backend, LlamaPlan::kLossParallel, {4}, {"tp"});
+  run(backend, LlamaPlan::kTensorParallel, {2, 2}, {"dp", "tp"});
+  run(backend, LlamaPlan::kSequenceParallel, {2, 2}, {"dp", "tp"});
+  if (!all_equal_one_device) std::fprintf(stderr, "llama: a step differed from one device\n");
+  return all_equal_one_device ? 0 : 1;
 }
