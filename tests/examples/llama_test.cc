@@ -20,6 +20,8 @@
 // scalar all-reduce.
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <absl/strings/str_join.h>
 
 #include <map>
@@ -28,8 +30,10 @@
 
 #include <dtensor/dispatch/dispatch.h>
 #include <dtensor/dispatch/fallback_recorder.h>
-#include <dtensor/nn/parallelize.h>
+#include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
+#include <dtensor/nn/parallelize.h>
+#include <dtensor/placements/placements.h>
 #include "examples/llama/llama_parallel.h"
 #include "tests/support/expect_error.h"
 
@@ -107,10 +111,74 @@ INSTANTIATE_TEST_SUITE_P(
                       PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel, true},
                       PlanCase{LlamaPlan::kSequenceParallel, {2, 2}, kSequenceParallel2d, true},
                       PlanCase{LlamaPlan::kLossParallel, {2, 2}, kLossParallel2d, true},
+                      PlanCase{LlamaPlan::kLossParallel, {4}, kLossParallel, true},
+                      PlanCase{LlamaPlan::kTensorParallel, {2, 2}, kTensorParallel2d, true},
                       PlanCase{LlamaPlan::kTensorParallel, {2, 2}, kTensorParallel2d, false, 2},
                       PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel, false, 4, 7},
-                      PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel, false, 4, 8,
+                      PlanCase{LlamaPlan::kSequenceParallel,
+                               {4},
+                               kSequenceParallel,
+                               false,
+                               4,
+                               8,
                                /*strict=*/true}));
+
+// The largest plain tensor any op is handed on the calling thread (a rank's
+// shards; DTensors are skipped, their sizes are global, and so are the meta
+// tensors that shape inference runs on), while alive.
+class LargestLocalTensor {
+ public:
+  LargestLocalTensor()
+      : handle_(at::addThreadLocalCallback(
+            at::RecordFunctionCallback(&LargestLocalTensor::on_op).needsInputs(true))) {
+    largest_ = 0;
+  }
+  ~LargestLocalTensor() { at::removeCallback(handle_); }
+  int64_t numel() const { return largest_; }
+
+ private:
+  static std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
+    for (const c10::IValue& input : fn.inputs()) {
+      if (!input.isTensor() || !input.toTensor().defined() || is_dtensor(input.toTensor()) ||
+          input.toTensor().is_meta()) {
+        continue;
+      }
+      largest_ = std::max<int64_t>(largest_, input.toTensor().numel());
+    }
+    return nullptr;
+  }
+
+  static thread_local int64_t largest_;
+  at::CallbackHandle handle_;
+};
+thread_local int64_t LargestLocalTensor::largest_ = 0;
+
+// Loss parallel never holds the whole vocabulary's logits on a rank: in a
+// forward and backward, no op sees a tensor as large as the logits [4, 8,
+// 32], while tensor parallelism (logits gathered) does.
+TEST(LlamaPlanTest, LossParallelNeverHoldsTheWholeVocabularyOnARank) {
+  const LlamaConfig config;
+  const int64_t logits = 4 * 8 * config.vocab;
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"tp"});
+    const at::Tensor tokens = at::arange(32, at::kLong).remainder(config.vocab).reshape({4, 8});
+    const DTensor ids = distribute_tensor(tokens, mesh, parse_placements("R"));
+    const DTensor targets = distribute_tensor(tokens.roll(-1, 1), mesh, parse_placements("R"));
+    for (const LlamaPlan plan : {LlamaPlan::kLossParallel, LlamaPlan::kTensorParallel}) {
+      Llama model(config);
+      model->to(at::kDouble);
+      parallelize_llama(model, mesh, plan);
+      LargestLocalTensor largest;
+      model->loss(ids, targets).backward();
+      if (plan == LlamaPlan::kLossParallel) {
+        EXPECT_LT(largest.numel(), logits);
+        EXPECT_GE(largest.numel(), logits / 4);  // this rank's block of the logits
+      } else {
+        EXPECT_GE(largest.numel(), logits);
+      }
+    }
+  });
+}
 
 TEST(LlamaPlanTest, HeadsMustDivideByTheTensorParallelDegree) {
   run_ranks(4, [](int) {
