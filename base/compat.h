@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 #include <torch/version.h>
@@ -20,6 +21,12 @@
 #define DTENSOR_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||          \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+#if DTENSOR_TORCH_AT_LEAST(2, 0)
+#include <ATen/ops/scaled_dot_product_attention.h>
+#else
+#include <ATen/ops/_scaled_dot_product_attention.h>
+#endif
 
 // Marks a function returning a reference that does not point into its
 // arguments (a cache's entry): g++ 14's -Wdangling-reference otherwise warns
@@ -78,5 +85,20 @@ class SilencedWarnings {
   c10::Warning::WarningHandlerGuard guard_;
 #endif
 };
+
+// softmax(query key^T / sqrt(head dim) + mask) value, without dropout (a
+// boolean mask: true attends): libtorch 2.x's
+// at::scaled_dot_product_attention, 1.13's at::_scaled_dot_product_attention
+// (which also returns the weights).
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,
+                                               const at::Tensor& value, const at::Tensor& mask) {
+#if DTENSOR_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(query, key, value, mask);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(query, key, value, mask, /*dropout_p=*/0.0,
+                                                       /*need_attn_weights=*/false,
+                                                       /*is_causal=*/false));
+#endif
+}
 
 }  // namespace dtensor

@@ -4,9 +4,11 @@
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
 
+#include <dtensor/base/compat.h>
 #include <dtensor/nn/module_hooks.h>
 
 #include <cmath>
+#include <limits>
 
 namespace dtensor::examples {
 namespace {
@@ -58,7 +60,11 @@ AttentionImpl::AttentionImpl(const LlamaConfig& config)
   const at::Tensor both = at::cat({angles, angles}, -1);
   cos_ = register_buffer("cos", both.cos());
   sin_ = register_buffer("sin", both.sin());
-  causal_ = register_buffer("causal", at::ones({config.max_seq, config.max_seq}, at::kBool).tril());
+  // Added to the scores: 0 where a position may attend, -inf after it. A
+  // float mask, not a boolean one: Module::to(dtype) converts every buffer.
+  causal_ = register_buffer(
+      "causal",
+      at::full({config.max_seq, config.max_seq}, -std::numeric_limits<double>::infinity()).triu(1));
 }
 
 void AttentionImpl::rebind_buffer(const std::string& name, const at::Tensor& value) {
@@ -85,10 +91,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
     k = repeat_kv(k, heads_ / kv_heads_);
     v = repeat_kv(v, heads_ / kv_heads_);
   }
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).div(std::sqrt(double(head_dim_)));
-  scores = scores.masked_fill(causal_.slice(0, 0, seq).slice(1, 0, seq).logical_not(),
-                              -std::numeric_limits<double>::infinity());
-  const at::Tensor attended = at::matmul(at::softmax(scores, -1), v);
+  const at::Tensor attended =
+      dtensor::scaled_dot_product_attention(q, k, v, causal_.slice(0, 0, seq).slice(1, 0, seq));
   return nn::call(wo, attended.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));
 }
 
