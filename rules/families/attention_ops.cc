@@ -1,0 +1,76 @@
+// Copyright 2026 The dtensor Authors.
+//
+// rules/families/attention_ops.cc: the fused scaled-dot-product attention
+// kernels that libtorch 2.x's at::scaled_dot_product_attention picks on CPU
+// (flash attention), and their backward.
+//
+// Attention mixes positions within one (batch, head) pair only: query, key,
+// value [batch, heads, seq, head_dim], the output and the row log-sum-exp
+// [batch, heads, seq] split alike along batch or heads compute each rank's
+// pairs alone, with no communication (Megatron's head-parallel attention).
+// A mask broadcast over that dim (a [seq, seq] causal mask) is replicated; a
+// 4-D one with that dim is split with the others. Only without dropout:
+// each rank would draw its own mask. libtorch 1.13's
+// at::_scaled_dot_product_attention decomposes into ops with their own rules
+// instead. The CUDA kernels (flash, efficient, cuDNN) return random-state
+// tensors too and have no rows yet: on CUDA meshes they run replicated.
+#include <ATen/ATen.h>
+
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/rules/propagation.h>
+#include <dtensor/rules/registration.h>
+
+namespace dtensor {
+namespace {
+
+// One row per split dim (batch, heads): every input split on it but a mask
+// that broadcasts over it, every output split on it.
+std::vector<ShardingRow> attention_rows(const OpCall& call, size_t outputs) {
+  std::vector<ShardingRow> rows;
+  if (call.argument("dropout_p").toDouble() != 0) return rows;
+  for (const int64_t dim : {0, 1}) {
+    ShardingRow row;
+    for (size_t i = 0; i < call.num_inputs(); ++i) {
+      const bool mask = call.schema().arguments()[call.input(i).argument].name() == "attn_mask";
+      const std::vector<int64_t>& shape = call.input(i).spec->shape();
+      // The mask broadcasts from the right: its dim for `dim`, if it has one.
+      const int64_t own = dim - (4 - static_cast<int64_t>(shape.size()));
+      const bool broadcast = mask && (own < 0 || shape[own] == 1);
+      row.inputs.push_back(broadcast ? Replicate::make() : Shard::make(mask ? own : dim));
+    }
+    row.outputs.assign(outputs, Shard::make(dim));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// (query, key, value, ...) -> (output [.., seq_q, head_dim_v], logsumexp
+// [batch, heads, seq_q]).
+std::vector<std::vector<int64_t>> forward_shapes(const OpCall& call) {
+  std::vector<int64_t> output = call.input(0).spec->shape();
+  output.back() = call.input(2).spec->shape().back();
+  std::vector<int64_t> logsumexp(output.begin(), output.end() - 1);
+  return {output, logsumexp};
+}
+
+// (grad_out, query, key, value, ...) -> the gradients of query, key, value.
+std::vector<std::vector<int64_t>> backward_shapes(const OpCall& call) {
+  return {call.input(1).spec->shape(), call.input(2).spec->shape(), call.input(3).spec->shape()};
+}
+
+}  // namespace
+
+DTENSOR_REGISTER(attention_ops) {
+  Strategy forward;
+  forward.rows = [](const OpCall& call, int64_t) { return attention_rows(call, 2); };
+  forward.output_shapes = forward_shapes;
+  add_to_existing(strategies(), {"aten::_scaled_dot_product_flash_attention_for_cpu"}, forward);
+  Strategy backward;
+  backward.rows = [](const OpCall& call, int64_t) { return attention_rows(call, 3); };
+  backward.output_shapes = backward_shapes;
+  add_to_existing(strategies(), {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"},
+                  backward);
+}
+
+}  // namespace dtensor
