@@ -5,6 +5,7 @@
 // (schema_samples.cc) would miss the interesting cases: index tensors,
 // reductions over several dims, views that split a sharded dim.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <limits>
 
@@ -62,6 +63,27 @@ void add_fused_rms_norm_samples(std::vector<SampleCall>& samples) {
                            {values({3, 5, 6}, 1), x, normalized, positive({3, 5, 1}, 2), weight,
                             c10::List<bool>({true, true})}));
   }
+}
+
+// libtorch 2.x's CPU flash attention ([batch 4, heads 6, seq 5, head_dim
+// 3]; 6 heads split unevenly over 4 ranks), with a causal mask, and its
+// backward from the forward's own output and log-sum-exp.
+void add_flash_attention_samples(std::vector<SampleCall>& samples) {
+  const char* forward = "aten::_scaled_dot_product_flash_attention_for_cpu";
+  if (!runs_on_cpu(forward)) return;
+  const at::Tensor q = values({4, 6, 5, 3}), k = values({4, 6, 5, 3}, 1),
+                   v = values({4, 6, 5, 3}, 2);
+  const at::Tensor causal =
+      at::full({5, 5}, -std::numeric_limits<double>::infinity(), q.options()).triu(1);
+  std::vector<c10::IValue> arguments = {q, k, v, 0.0, false, causal, c10::IValue()};
+  samples.push_back(call(forward, arguments));
+  samples.push_back(call(forward, {q, k, v, 0.0, true, c10::IValue(), 0.5}));
+  const char* backward = "aten::_scaled_dot_product_flash_attention_for_cpu_backward";
+  if (!runs_on_cpu(backward)) return;
+  torch::jit::Stack stack(arguments.begin(), arguments.end());
+  c10::Dispatcher::singleton().findSchemaOrThrow(forward, "").callBoxed(stack);
+  samples.push_back(call(backward, {values({4, 6, 5, 3}, 3), q, k, v, stack[0], stack[1], 0.0,
+                                    false, causal, c10::IValue()}));
 }
 
 }  // namespace
@@ -174,6 +196,7 @@ std::vector<SampleCall> builtin_samples() {
   add_integer_and_bool_samples(s);
   add_layer_norm_backward_sample(s);
   add_fused_rms_norm_samples(s);
+  add_flash_attention_samples(s);
   return s;
 }
 
