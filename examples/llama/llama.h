@@ -3,9 +3,10 @@
 // examples/llama/llama.h: a Llama-style decoder, written as ordinary
 // torch::nn / ATen code.
 //
-// Token embedding, then per layer: RMSNorm, causal multi-head attention with
-// rotary position embeddings (rotate_half from slices and cat) and optional
-// grouped key/value heads, residual add, RMSNorm, SwiGLU feed-forward,
+// Token embedding, then per layer: RMSNorm, causal multi-head attention
+// (scaled-dot-product attention) with rotary position embeddings
+// (rotate_half from slices and cat) and optional grouped key/value heads,
+// residual add, RMSNorm, SwiGLU feed-forward,
 // residual add; a final RMSNorm and an untied output head. The same module
 // trains on one device on plain tensors and, once its parameters and buffers
 // are DTensors (examples/llama/llama_parallel.h), on a mesh: the forward code
