@@ -6,10 +6,10 @@
 // function you give lays out the ones it chooses, and the rest are
 // replicated. `parallelize_module` does it with ready-made styles, after
 // PyTorch's `torch.distributed.tensor.parallel`: `ColwiseParallel` and
-// `RowwiseParallel` for Linear and Embedding, each with `input_layouts`,
-// `output_layouts` and `use_local_output` (sequence parallelism is
-// `ColwiseParallel` with Shard(0) inputs and `RowwiseParallel` with Shard(0)
-// outputs). Afterwards `module.parameters()` are the DTensors, so
+// `RowwiseParallel` for Linear and Embedding, `SequenceParallel` for norms
+// on a split sequence, `PrepareModuleInput` / `PrepareModuleOutput` for any
+// module's boundaries (dtensor/nn/parallel_style.h; examples/llama has whole
+// Megatron plans). Afterwards `module.parameters()` are the DTensors, so
 // torch::optim optimizers built on them train the sharded model.
 //
 // C++ modules have no forward hooks: where PyTorch moves activations in
