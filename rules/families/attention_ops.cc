@@ -15,9 +15,11 @@
 // instead. The CUDA kernels (flash, efficient, cuDNN) return random-state
 // tensors too and have no rows yet: on CUDA meshes they run replicated.
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
+#include <dtensor/rules/local_kernel.h>
 #include <dtensor/rules/propagation.h>
 #include <dtensor/rules/registration.h>
 
@@ -59,6 +61,31 @@ std::vector<std::vector<int64_t>> backward_shapes(const OpCall& call) {
   return {call.input(1).spec->shape(), call.input(2).spec->shape(), call.input(3).spec->shape()};
 }
 
+// A rank whose shard holds no (batch, head) pair gets empty outputs without
+// calling the kernel: libtorch 2.14's CPU flash attention divides by zero on
+// empty inputs.
+void empty_safe_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack, const LocalContext&,
+                       bool backward) {
+  const size_t arguments = op.schema().arguments().size();
+  const size_t query = stack.size() - arguments + (backward ? 1 : 0);
+  const at::Tensor q = stack[query].toTensor(), k = stack[query + 1].toTensor(),
+                   v = stack[query + 2].toTensor();
+  if (q.numel() != 0 && k.numel() != 0 && v.numel() != 0) {
+    op.callBoxed(stack);
+    return;
+  }
+  torch::jit::drop(stack, arguments);
+  if (backward) {
+    for (const at::Tensor& t : {q, k, v}) stack.push_back(at::zeros_like(t));
+    return;
+  }
+  std::vector<int64_t> shape = q.sizes().vec();
+  shape.back() = v.size(-1);
+  stack.push_back(at::zeros(shape, q.options()));
+  shape.pop_back();
+  stack.push_back(at::zeros(shape, q.options().dtype(at::toOpMathType(q.scalar_type()))));
+}
+
 }  // namespace
 
 DTENSOR_REGISTER(attention_ops) {
@@ -71,6 +98,16 @@ DTENSOR_REGISTER(attention_ops) {
   backward.output_shapes = backward_shapes;
   add_to_existing(strategies(), {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"},
                   backward);
+  add_to_existing(local_kernels(), {"aten::_scaled_dot_product_flash_attention_for_cpu"},
+                  LocalKernel([](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                 const LocalContext& context) {
+                    empty_safe_kernel(op, stack, context, /*backward=*/false);
+                  }));
+  add_to_existing(local_kernels(), {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"},
+                  LocalKernel([](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                 const LocalContext& context) {
+                    empty_safe_kernel(op, stack, context, /*backward=*/true);
+                  }));
 }
 
 }  // namespace dtensor
