@@ -87,7 +87,8 @@ class SilencedWarnings {
 };
 
 // softmax(query key^T / sqrt(head dim) + mask) value, without dropout (a
-// boolean mask: true attends): libtorch 2.x's
+// float mask is added to the scores; a boolean one keeps where true; the
+// example passes a float one): libtorch 2.x's
 // at::scaled_dot_product_attention, 1.13's at::_scaled_dot_product_attention
 // (which also returns the weights).
 inline at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,

@@ -20,7 +20,9 @@
 // (probabilities as targets, say) runs libtorch's decomposition, whose ops
 // have their own rules.
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
@@ -103,9 +105,13 @@ constexpr int64_t kReductionMean = 1;
 struct LossBackward final : torch::autograd::Node {
   variable_list apply(variable_list&& grads) override {
     if (!grads[0].defined()) return {at::Tensor()};
+    DTENSOR_CHECK(!c10::GradMode::is_enabled(),
+                  "cross_entropy_loss over split classes: expected a backward without "
+                  "create_graph (the fused backward is not differentiable), found create_graph");
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     // The loss's gradient, whole along the class split.
     at::Tensor g = is_dtensor(grads[0]) ? local_as(grads[0], output_gradient_placements) : grads[0];
+    g = g.to(probabilities.scalar_type());
     if (reduction == kReductionMean) g = g / total_weight;
     const at::Tensor row_scale =
         (reduction == kReductionNone ? g : g.expand({valid.size(0)})).unsqueeze(1);
@@ -116,7 +122,7 @@ struct LossBackward final : torch::autograd::Node {
       grad = grad + (probabilities * weight_sum - class_weight.unsqueeze(0))
                         .mul(valid.unsqueeze(1) * (smoothing / classes));
     }
-    return {make_dtensor_tensor(grad.mul(row_scale), logits)};
+    return {make_dtensor_tensor(grad.mul(row_scale).to(logits->dtype()), logits)};
   }
   std::string name() const override { return "dtensor::VocabParallelCrossEntropyBackward"; }
 
@@ -150,7 +156,11 @@ at::Tensor fused_forward(const at::Tensor& self, const at::Tensor& target,
                          LossBackward* backward) {
   const DTensorSpecPtr& spec = dtensor_impl(self)->spec();
   const DeviceMesh& mesh = spec->mesh();
-  const at::Tensor x = dtensor_impl(self)->local();
+  // Statistics, counts and the loss in float32 at least (a count of 65,536
+  // rows is inf in float16): the loss and gradient go back in the logits'
+  // dtype.
+  const at::ScalarType logits_dtype = dtensor_impl(self)->local().scalar_type();
+  const at::Tensor x = dtensor_impl(self)->local().to(at::toOpMathType(logits_dtype));
   const at::ScalarType dtype = x.scalar_type();
   const at::Tensor t = local_as(target, placed_on(mesh, split.row_dims, Shard::make(0)));
   const int64_t classes = spec->shape()[1];
@@ -221,8 +231,24 @@ at::Tensor fused_forward(const at::Tensor& self, const at::Tensor& target,
     backward->weight_sum = weight_sum;
     backward->total_weight = total[0];
   }
-  return make_dtensor_tensor(loss, std::make_shared<const DTensorSpec>(mesh, std::move(placements),
-                                                                       std::move(shape), dtype));
+  return make_dtensor_tensor(loss.to(logits_dtype),
+                             std::make_shared<const DTensorSpec>(mesh, std::move(placements),
+                                                                 std::move(shape), logits_dtype));
+}
+
+// Checks on global shapes and values, so that every rank raises alike before
+// any collective.
+void check_arguments(const at::Tensor& self, const at::Tensor& target, const LossOptions& options) {
+  const std::vector<int64_t>& logits = dtensor_impl(self)->spec()->shape();
+  const std::vector<int64_t>& targets = dtensor_impl(target)->spec()->shape();
+  DTENSOR_CHECK(targets[0] == logits[0], "cross_entropy_loss: target: expected ", logits[0],
+                " rows (as the input's ", logits[0], "), found ", targets[0]);
+  DTENSOR_CHECK(!options.weight.defined() || options.weight.numel() == logits[1],
+                "cross_entropy_loss: weight: expected one per class (", logits[1], "), found ",
+                options.weight.numel());
+  DTENSOR_CHECK(options.smoothing >= 0 && options.smoothing <= 1,
+                "cross_entropy_loss: label_smoothing: expected a value in [0, 1], found ",
+                options.smoothing);
 }
 
 // cross_entropy_loss(self, target, weight?, reduction, ignore_index,
@@ -242,6 +268,7 @@ void cross_entropy_at_dtensor_autograd(const c10::OperatorHandle& op, c10::Dispa
   }
   const LossOptions options{*weight, (*stack)[first + 3].toInt(), (*stack)[first + 4].toInt(),
                             (*stack)[first + 5].toDouble()};
+  check_arguments(self, target, options);
   AutogradNodePtr<LossBackward> node;
   if (torch::autograd::compute_requires_grad(self)) node = make_autograd_node<LossBackward>();
   at::Tensor loss;

@@ -102,10 +102,13 @@ at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     out = redistribute_local(tensor, target);
   }
-  // A new tensor to record the backward on, sharing the shard.
+  // A new tensor to record the backward on, sharing the shard and, as a view
+  // does, the version counter: an in-place change through either is seen by
+  // the backward of whatever saved the other.
   if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
     const DTensorImpl* impl = dtensor_impl(tensor);
     out = make_dtensor_tensor(impl->local(), impl->spec());
+    out.unsafeGetTensorImpl()->set_version_counter(tensor.unsafeGetTensorImpl()->version_counter());
   }
   record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward, grad_spec);
   return out;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include <dtensor/autograd/layout_functions.h>
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/nn/reduce_gradients.h>
@@ -32,6 +33,13 @@ bool counts_here(const DTensor& grad) {
     if (placements[m]->is_replicate() && grad.mesh().coordinate()[m] != 0) return false;
   }
   return true;
+}
+
+// `grad` with every pending reduction carried out (the norm of a sum is not
+// the sum of norms).
+DTensor without_partials(const DTensor& grad) {
+  const std::vector<PlacementPtr> placements = gradient_placements(grad.placements());
+  return same_placements(placements, grad.placements()) ? grad : grad.redistribute(placements);
 }
 
 }  // namespace
@@ -60,7 +68,10 @@ double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_nor
       plain.push_back(grad);
       continue;
     }
-    const DTensor resolved(grad);
+    // What reduce_gradients leaves Partial (mesh dims reducing by different
+    // ops) is reduced here, alone.
+    const DTensor resolved = without_partials(DTensor(grad));
+    if (!resolved.tensor().is_same(grad)) parameter.mutable_grad() = resolved.tensor();
     DTENSOR_CHECK(!mesh || *mesh == resolved.mesh(),
                   "clip_grad_norm_: expected every DTensor "
                   "gradient on one mesh, found ",

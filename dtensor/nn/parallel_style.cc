@@ -296,6 +296,10 @@ DTENSOR_REGISTER(builtin_parallel_styles) {
     return std::make_shared<const RowwiseParallel>(options);
   });
   parallel_styles().add("SequenceParallel", [](const StyleOptions& options) {
+    DTENSOR_CHECK(!options.input_layouts && !options.desired_input_layouts &&
+                      !options.output_layouts && !options.desired_output_layouts,
+                  "parallel_style(\"SequenceParallel\"): expected use_local_output only (the "
+                  "sequence dim is 1), found layouts");
     return std::make_shared<const SequenceParallel>(1, options.use_local_output.value_or(false));
   });
   parallel_styles().add("PrepareModuleInput", [](const StyleOptions& options) {

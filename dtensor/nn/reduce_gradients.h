@@ -35,7 +35,7 @@ namespace dtensor::nn {
 // Reduces every Partial DTensor gradient of `parameters` in place (others,
 // plain ones, those without a gradient, and a gradient whose mesh dims reduce
 // by different ops are left as they are). Returns the
-// number of collectives it ran.
+// number of buckets, each reduced by one collective over its mesh dims.
 int64_t reduce_gradients(const std::vector<at::Tensor>& parameters);
 
 }  // namespace dtensor::nn

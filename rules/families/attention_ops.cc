@@ -32,6 +32,17 @@ std::vector<ShardingRow> attention_rows(const OpCall& call, size_t outputs) {
   std::vector<ShardingRow> rows;
   if (call.argument("dropout_p").toDouble() != 0) return rows;
   for (const int64_t dim : {0, 1}) {
+    // Grouped key/value heads (fewer than the query's) would pair query
+    // heads with another rank's key/value heads: only equal counts split.
+    bool equal = true;
+    for (size_t i = 1; i < call.num_inputs(); ++i) {
+      const std::vector<int64_t>& shape = call.input(i).spec->shape();
+      const bool mask = call.schema().arguments()[call.input(i).argument].name() == "attn_mask";
+      if (!mask && shape.size() == 4 && shape[dim] != call.input(0).spec->shape()[dim]) {
+        equal = false;
+      }
+    }
+    if (!equal) continue;
     ShardingRow row;
     for (size_t i = 0; i < call.num_inputs(); ++i) {
       const bool mask = call.schema().arguments()[call.input(i).argument].name() == "attn_mask";

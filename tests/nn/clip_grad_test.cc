@@ -87,5 +87,24 @@ TEST(ClipGradTest, PartialGradientsAreReducedOnce) {
   });
 }
 
+// A gradient whose mesh dims reduce by different ops (sum over one, max over
+// the other) is not bucketed by reduce_gradients: clipping still reduces it
+// first, alone, so the norm is that of the whole gradient.
+TEST(ClipGradTest, GradientsMixingReductionsAreReducedBeforeTheNorm) {
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    // Rank (i, j) holds (i + 1) * (j + 1) * [1, 2, 3]: summed over dim 0
+    // then the max over dim 1, the whole gradient is 3 * 2 * [1, 2, 3].
+    const int64_t i = rank / 2, j = rank % 2;
+    const at::Tensor term = at::arange(1, 4, at::kDouble).mul((i + 1) * (j + 1));
+    const at::Tensor whole = at::arange(1, 4, at::kDouble).mul(6);
+    std::vector<at::Tensor> parameters = {with_grad(
+        distribute_tensor(at::zeros({3}, at::kDouble), mesh, parse_placements("R,R")).tensor(),
+        from_local(term, mesh, parse_placements("P(sum),P(max)")).tensor())};
+    EXPECT_NEAR(clip_grad_norm_(parameters, 1e9), whole.norm().item<double>(), 1e-12);
+    EXPECT_EQ(placements_to_string(DTensor(parameters[0].grad()).placements()), "R,R");
+  });
+}
+
 }  // namespace
 }  // namespace dtensor::nn

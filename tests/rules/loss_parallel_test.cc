@@ -171,6 +171,48 @@ TEST(LossParallelTest, LabelSmoothingMatchesOneDevice) {
   }
 }
 
+// Counts and statistics are kept in float32 at least: 65,536 rows would be
+// inf in float16 (the loss 0, every gradient 0). The float16 loss equals
+// one device's float32 loss to float16's precision.
+TEST(LossParallelTest, Float16LogitsOfManyRowsKeepAFiniteMean) {
+  const at::Tensor logits = at::arange(65536 * 8, at::kFloat).reshape({65536, 8}).sin().mul(2);
+  const at::Tensor target = at::arange(65536, at::kLong).remainder(8);
+  const double reference = at::cross_entropy_loss(logits.to(at::kHalf).to(at::kFloat), target, {},
+                                                  at::Reduction::Mean, -100, 0.0)
+                               .item<double>();
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const DTensor x = dist(logits.to(at::kHalf).requires_grad_(), mesh, "S(1)");
+    const DTensor loss(
+        at::cross_entropy_loss(x, dist(target, mesh, "R"), {}, at::Reduction::Mean, -100, 0.0));
+    EXPECT_EQ(loss.dtype(), at::kHalf);
+    EXPECT_NEAR(loss.full_tensor().item<double>(), reference, 2e-3 * reference);
+    loss.tensor().backward();
+    EXPECT_GT(DTensor(x.tensor().grad()).full_tensor().abs().sum().item<double>(), 0);
+  });
+}
+
+// Arguments are checked on their global shapes, before any collective, so
+// every rank raises (none is left waiting in the row maxima's all-reduce).
+TEST(LossParallelTest, FusedCrossEntropyRefusesBadArgumentsOnEveryRank) {
+  const at::Tensor logits = logits_of(11);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    const DTensor x = dist(logits, mesh, "S(0),S(1)");
+    const DTensor six_targets = dist(at::zeros({6}, at::kLong), mesh, "S(0),R");
+    DTENSOR_EXPECT_ERROR(at::cross_entropy_loss(x, six_targets, {}, at::Reduction::Mean, -100, 0.0),
+                         "cross_entropy_loss: target: expected 7 rows (as the input's 7), found 6");
+    const DTensor y = dist(targets_of(11), mesh, "S(0),R");
+    DTENSOR_EXPECT_ERROR(
+        at::cross_entropy_loss(x, y, dist(at::ones({10}, at::kDouble), mesh, "R,R").tensor(),
+                               at::Reduction::Mean, -100, 0.0),
+        "cross_entropy_loss: weight: expected one per class (11), found 10");
+    DTENSOR_EXPECT_ERROR(at::cross_entropy_loss(x, y, {}, at::Reduction::Mean, -100, 1.5),
+                         "cross_entropy_loss: label_smoothing: expected a value in [0, 1], "
+                         "found 1.5");
+  });
+}
+
 // What the counter saw while `f` ran, on the calling rank.
 template <typename F>
 Counts collectives_of(F&& f) {
