@@ -129,7 +129,7 @@ LlamaImpl::LlamaImpl(const LlamaConfig& config) : config_(config) {
 
 at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
   at::Tensor h = nn::call(tok_embeddings, tokens);
-  for (const auto& layer : *layers) h = layer->as<BlockImpl>()->forward(h);
+  for (const auto& layer : *layers) h = nn::call(std::dynamic_pointer_cast<BlockImpl>(layer), h);
   return nn::call(output, nn::call(norm, h));
 }
 
