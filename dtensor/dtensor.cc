@@ -62,16 +62,6 @@ std::shared_ptr<Communicator> whole_mesh_communicator(const DeviceMesh& mesh) {
   return mesh.ndim() == 1 ? mesh.communicator(0) : mesh.flatten("whole_mesh").communicator(0);
 }
 
-// Placements with every Partial replaced by Replicate: what a scatter or a
-// slice of a global value produces before the Partials are applied locally.
-std::vector<PlacementPtr> without_partials(const std::vector<PlacementPtr>& placements) {
-  std::vector<PlacementPtr> out = placements;
-  for (PlacementPtr& p : out) {
-    if (p->is_partial()) p = Replicate::make();
-  }
-  return out;
-}
-
 DTensor redistribute_with_gradient_layout(const DTensor& tensor,
                                           const std::vector<PlacementPtr>& placements,
                                           const std::vector<PlacementPtr>& grad_placements) {
@@ -150,8 +140,10 @@ DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
                             std::optional<int64_t> src_rank) {
   const std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
   auto spec = std::make_shared<const DTensorSpec>(mesh, placements, shape, tensor.scalar_type());
+  // What a scatter or a slice of the global value gives, before the Partials
+  // are applied locally.
   auto spread = std::make_shared<const DTensorSpec>(
-      spec->with_placements(without_partials(spec->placements())));
+      spec->with_placements(gradient_placements(spec->placements())));
   if (!src_rank) {
     const DTensor replicated(
         tensor.contiguous(),

@@ -18,12 +18,12 @@ namespace {
 // Rows along dim 0, with a 0-dim tensor counting as one row.
 int64_t rows_of(const at::Tensor& t) { return t.dim() == 0 ? 1 : t.size(0); }
 
-// Elements in one row: the product of the sizes after dim 0.
 // A complex tensor as its real and imaginary parts ([..., 2] of the real
 // dtype): sums and averages reduce them apart, and every backend has real
 // types. Other tensors as they are.
 at::Tensor as_real(const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; }
 
+// Elements in one row: the product of the sizes after dim 0.
 int64_t row_numel(const at::Tensor& t) {
   int64_t numel = 1;
   for (int64_t d = 1; d < t.dim(); ++d) numel *= t.size(d);

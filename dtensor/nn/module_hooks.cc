@@ -25,7 +25,9 @@ struct Hooks {
 
 // Every module's hooks, by address. A process-wide table because modules
 // have no slot of their own for them; `any` keeps `call` at one load for
-// models with no hooks at all.
+// models with no hooks at all. Entries are immutable snapshots, replaced on
+// update, so a lookup hands one out without copying the hooks, and hooks
+// run without the lock (a hook may call other modules).
 class HookTable {
  public:
   static HookTable& instance() {
@@ -38,9 +40,12 @@ class HookTable {
     std::shared_ptr<const torch::nn::Module> owner = owned(caller, module);
     std::unique_lock lock(mutex_);
     forget_dead_modules();
-    Hooks& hooks = table_[&module];
-    if (hooks.owner.lock() != owner) hooks = Hooks{owner, {}, {}};
-    add(hooks);
+    std::shared_ptr<const Hooks>& entry = table_[&module];
+    auto hooks = std::make_shared<Hooks>();
+    if (entry && entry->owner.lock() == owner) *hooks = *entry;
+    hooks->owner = owner;
+    add(*hooks);
+    entry = std::move(hooks);
     any_.store(true, std::memory_order_release);
   }
 
@@ -49,13 +54,12 @@ class HookTable {
     table_.erase(&module);
   }
 
-  // A copy of the module's hooks (empty when it has none), so that hooks run
-  // without the lock: a hook may call other modules.
-  Hooks find(const torch::nn::Module& module) const {
-    if (!any_.load(std::memory_order_acquire)) return {};
+  // The module's hooks, or null when it has none.
+  std::shared_ptr<const Hooks> find(const torch::nn::Module& module) const {
+    if (!any_.load(std::memory_order_acquire)) return nullptr;
     std::shared_lock lock(mutex_);
     const auto found = table_.find(&module);
-    if (found == table_.end() || found->second.owner.expired()) return {};
+    if (found == table_.end() || found->second->owner.expired()) return nullptr;
     return found->second;
   }
 
@@ -64,7 +68,7 @@ class HookTable {
   // modules made by make_shared (as module holders are) allocated.
   void forget_dead_modules() {
     for (auto it = table_.begin(); it != table_.end();) {
-      it = it->second.owner.expired() ? table_.erase(it) : std::next(it);
+      it = it->second->owner.expired() ? table_.erase(it) : std::next(it);
     }
   }
 
@@ -81,7 +85,7 @@ class HookTable {
   }
 
   mutable std::shared_mutex mutex_;
-  std::unordered_map<const torch::nn::Module*, Hooks> table_;
+  std::unordered_map<const torch::nn::Module*, std::shared_ptr<const Hooks>> table_;
   std::atomic<bool> any_{false};
 };
 
@@ -102,17 +106,21 @@ void register_forward_hook(torch::nn::Module& module, ForwardHook hook) {
 void remove_forward_hooks(const torch::nn::Module& module) { HookTable::instance().remove(module); }
 
 bool has_forward_hooks(const torch::nn::Module& module) {
-  const Hooks hooks = HookTable::instance().find(module);
-  return !hooks.pre.empty() || !hooks.post.empty();
+  const std::shared_ptr<const Hooks> hooks = HookTable::instance().find(module);
+  return hooks != nullptr && (!hooks->pre.empty() || !hooks->post.empty());
 }
 
 at::Tensor run_forward_pre_hooks(const torch::nn::Module& module, at::Tensor input) {
-  for (const ForwardPreHook& hook : HookTable::instance().find(module).pre) input = hook(input);
+  const std::shared_ptr<const Hooks> hooks = HookTable::instance().find(module);
+  if (hooks == nullptr) return input;
+  for (const ForwardPreHook& hook : hooks->pre) input = hook(input);
   return input;
 }
 
 at::Tensor run_forward_hooks(const torch::nn::Module& module, at::Tensor output) {
-  for (const ForwardHook& hook : HookTable::instance().find(module).post) output = hook(output);
+  const std::shared_ptr<const Hooks> hooks = HookTable::instance().find(module);
+  if (hooks == nullptr) return output;
+  for (const ForwardHook& hook : hooks->post) output = hook(output);
   return output;
 }
 

@@ -27,17 +27,6 @@ std::vector<PlacementPtr> with_mesh_dim(std::vector<PlacementPtr> placements, in
   return placements;
 }
 
-}  // namespace
-
-ModuleBoundary::ModuleBoundary(std::string path, DeviceMesh mesh, ModuleLayouts layouts)
-    : path_(std::move(path)), mesh_(std::move(mesh)), layouts_(std::move(layouts)) {}
-
-ParallelModule::ParallelModule(ModuleBoundary boundary, std::shared_ptr<torch::nn::Module> module,
-                               Forward forward)
-    : boundary_(std::move(boundary)), module_(std::move(module)), forward_(std::move(forward)) {}
-
-namespace {
-
 // A module's input or output as a DTensor of `mesh`: a DTensor as it is, a
 // plain tensor read as the calling rank's part of `plain_layout` (1-D
 // meshes only: on more dims, what a plain tensor holds along the others is
@@ -64,10 +53,6 @@ DTensor as_dtensor(const at::Tensor& tensor, const DeviceMesh& mesh,
   return from_local(tensor, mesh, {plain_layout->normalized(tensor.dim())});
 }
 
-}  // namespace
-
-namespace {
-
 // `tensor` with `placement` on `mesh_dim`; at a module boundary, the gradient
 // goes back to `tensor`'s layout even when nothing moves.
 DTensor relayout(const DTensor& tensor, int64_t mesh_dim, const PlacementPtr& placement,
@@ -79,6 +64,13 @@ DTensor relayout(const DTensor& tensor, int64_t mesh_dim, const PlacementPtr& pl
 }
 
 }  // namespace
+
+ModuleBoundary::ModuleBoundary(std::string path, DeviceMesh mesh, ModuleLayouts layouts)
+    : path_(std::move(path)), mesh_(std::move(mesh)), layouts_(std::move(layouts)) {}
+
+ParallelModule::ParallelModule(ModuleBoundary boundary, std::shared_ptr<torch::nn::Module> module,
+                               Forward forward)
+    : boundary_(std::move(boundary)), module_(std::move(module)), forward_(std::move(forward)) {}
 
 at::Tensor ModuleBoundary::prepare_input(const at::Tensor& input) const {
   if (!layouts_.desired_input) return input;

@@ -4,10 +4,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include <map>
+#include <algorithm>
 #include <optional>
-#include <string>
-#include <tuple>
 
 #include <dtensor/autograd/layout_functions.h>
 #include <dtensor/dtensor.h>
@@ -21,14 +19,22 @@ struct Bucket {
   DeviceMesh mesh;
   std::vector<int64_t> partial_dims;
   ReduceOp op;
+  c10::ScalarType dtype;
+  c10::Device device;
   std::vector<at::Tensor*> gradients;
+
+  bool takes(const Bucket& other) const {
+    return mesh == other.mesh && partial_dims == other.partial_dims && op == other.op &&
+           dtype == other.dtype && device == other.device;
+  }
 };
 
-// What a gradient must share with the others of its bucket, or nothing when
-// it has no Partial placement to reduce. Gradients whose Partial dims reduce
-// by different ops stay apart.
-std::optional<std::string> bucket_key(const DTensor& grad, std::vector<int64_t>& partial_dims,
-                                      std::optional<ReduceOp>& op) {
+// The bucket `grad` belongs to (with no gradient yet), or nothing when it
+// has no Partial placement to reduce, or Partial dims that reduce by
+// different ops.
+std::optional<Bucket> bucket_of(const DTensor& grad) {
+  std::vector<int64_t> partial_dims;
+  std::optional<ReduceOp> op;
   for (size_t m = 0; m < grad.placements().size(); ++m) {
     const std::optional<ReduceOp> dim_op = grad.placements()[m]->partial_op();
     if (!dim_op) continue;
@@ -37,31 +43,29 @@ std::optional<std::string> bucket_key(const DTensor& grad, std::vector<int64_t>&
     partial_dims.push_back(static_cast<int64_t>(m));
   }
   if (!op) return std::nullopt;
-  std::string key = grad.mesh().to_string() + "|" + std::to_string(static_cast<int>(*op)) + "|" +
-                    std::string(c10::toString(grad.dtype())) + "|" + grad.tensor().device().str();
-  for (int64_t m : partial_dims) key += "|" + std::to_string(m);
-  return key;
-}
-
-// `grad` with its Partial placements read as Replicate, holding `local`.
-at::Tensor reduced_gradient(const DTensor& grad, const at::Tensor& local) {
-  auto spec = std::make_shared<const DTensorSpec>(
-      grad.spec().with_placements(gradient_placements(grad.placements())));
-  return DTensor(local, std::move(spec)).tensor();
+  return Bucket{grad.mesh(),  std::move(partial_dims), *op,
+                grad.dtype(), grad.tensor().device(),  {}};
 }
 
 void reduce_bucket(const Bucket& bucket) {
-  std::vector<at::Tensor> locals;
-  for (at::Tensor* grad : bucket.gradients) locals.push_back(DTensor(*grad).to_local().reshape(-1));
-  const at::Tensor flat = locals.size() == 1 ? locals.front() : at::cat(locals);
-  const at::Tensor reduced = reduce_terms(flat, bucket.mesh, bucket.partial_dims, bucket.op);
-  int64_t offset = 0;
+  std::vector<at::Tensor> locals, flat;
   for (at::Tensor* grad : bucket.gradients) {
-    const DTensor partial(*grad);
-    const at::Tensor local = partial.to_local();
-    const at::Tensor mine = reduced.slice(0, offset, offset + local.numel()).view(local.sizes());
-    offset += local.numel();
-    *grad = reduced_gradient(partial, mine);
+    locals.push_back(DTensor(*grad).to_local());
+    flat.push_back(locals.back().reshape(-1));
+  }
+  const at::Tensor reduced = reduce_terms(flat.size() == 1 ? flat.front() : at::cat(flat),
+                                          bucket.mesh, bucket.partial_dims, bucket.op);
+  int64_t offset = 0;
+  for (size_t i = 0; i < locals.size(); ++i) {
+    at::Tensor& grad = *bucket.gradients[i];
+    const int64_t numel = locals[i].numel();
+    // The reduced value, Partial read as Replicate.
+    const DTensorSpec& spec = DTensor(grad).spec();
+    grad = DTensor(reduced.slice(0, offset, offset + numel).view(locals[i].sizes()),
+                   std::make_shared<const DTensorSpec>(
+                       spec.with_placements(gradient_placements(spec.placements()))))
+               .tensor();
+    offset += numel;
   }
 }
 
@@ -69,22 +73,19 @@ void reduce_bucket(const Bucket& bucket) {
 
 int64_t reduce_gradients(const std::vector<at::Tensor>& parameters) {
   const c10::NoGradGuard no_grad;
-  std::map<std::string, Bucket> buckets;
-  std::vector<std::string> order;  // first use: every rank reduces in one order
+  std::vector<Bucket> buckets;  // in first use: every rank reduces in one order
   for (const at::Tensor& parameter : parameters) {
     at::Tensor& grad = parameter.mutable_grad();
     if (!grad.defined() || !is_dtensor(grad)) continue;
-    const DTensor gradient(grad);
-    std::vector<int64_t> partial_dims;
-    std::optional<ReduceOp> op;
-    const std::optional<std::string> key = bucket_key(gradient, partial_dims, op);
-    if (!key) continue;
-    auto [found, added] = buckets.try_emplace(*key, Bucket{gradient.mesh(), partial_dims, *op, {}});
-    if (added) order.push_back(*key);
-    found->second.gradients.push_back(&grad);
+    std::optional<Bucket> bucket = bucket_of(DTensor(grad));
+    if (!bucket) continue;
+    auto found = std::find_if(buckets.begin(), buckets.end(),
+                              [&](const Bucket& b) { return b.takes(*bucket); });
+    if (found == buckets.end()) found = buckets.insert(buckets.end(), std::move(*bucket));
+    found->gradients.push_back(&grad);
   }
-  for (const std::string& key : order) reduce_bucket(buckets.at(key));
-  return static_cast<int64_t>(order.size());
+  for (const Bucket& bucket : buckets) reduce_bucket(bucket);
+  return static_cast<int64_t>(buckets.size());
 }
 
 }  // namespace dtensor::nn
