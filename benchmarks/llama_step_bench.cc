@@ -242,10 +242,8 @@ class DTensorStep {
  public:
   explicit DTensorStep(const Setup& s) : s_(s), model_(seeded_model(s.config)) {
     examples::parallelize_llama(model_, s.mesh, s.plan);
-    std::vector<PlacementPtr> batch(s.mesh.ndim(), Replicate::make());
-    if (s.mesh.ndim() == 2) batch[s.mesh.dim_index("dp")] = Shard::make(0);
-    tokens_ = distribute_tensor(s.tokens, s.mesh, batch).tensor();
-    targets_ = distribute_tensor(s.targets, s.mesh, batch).tensor();
+    tokens_ = examples::llama_batch(s.tokens, s.mesh).tensor();
+    targets_ = examples::llama_batch(s.targets, s.mesh).tensor();
   }
 
   StepResult run() {
@@ -262,7 +260,7 @@ class DTensorStep {
       result.calls = {counter.by_collective().begin(), counter.by_collective().end()};
       result.bytes = {counter.bytes_by_collective().begin(), counter.bytes_by_collective().end()};
     }
-    result.loss = DTensor(loss).full_tensor().item<double>();  // logging, not the step
+    result.loss = examples::llama_loss_value(loss, s_.mesh);  // logging, not the step
     return result;
   }
 

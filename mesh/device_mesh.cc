@@ -65,6 +65,15 @@ class DeviceMesh::Context {
 
   const std::shared_ptr<Communicator>& world() const { return world_; }
 
+  // The mesh the constructor built, kept without its context (which owns
+  // this): every derived mesh can rebuild it.
+  void set_root(const DeviceMesh& root) { root_ = root; }
+  DeviceMesh root(std::shared_ptr<Context> self) const {
+    DeviceMesh root = root_;
+    root.context_ = std::move(self);
+    return root;
+  }
+
   // Collective over the world on a cache miss.
   std::shared_ptr<Communicator> communicator_for(Partition partition) {
     std::sort(partition.begin(), partition.end());
@@ -94,6 +103,7 @@ class DeviceMesh::Context {
   }
 
   std::shared_ptr<Communicator> world_;
+  DeviceMesh root_;
   absl::flat_hash_map<Partition, std::shared_ptr<Communicator>> cache_;
   std::vector<std::shared_ptr<Communicator>> created_;  // in creation order
 };
@@ -132,7 +142,12 @@ DeviceMesh::DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t>
   std::iota(all_dims.begin(), all_dims.end(), 0);
   create_dim_communicators(all_dims);
   create_run_communicators();
+  DeviceMesh root = *this;
+  root.context_ = nullptr;
+  context_->set_root(root);
 }
+
+DeviceMesh DeviceMesh::root() const { return context_->root(context_); }
 
 void DeviceMesh::locate_calling_rank() {
   const int64_t me = context_->world()->rank();

@@ -104,6 +104,12 @@ class DeviceMesh {
   DeviceMesh unflatten(int64_t dim, const std::vector<int64_t>& sizes,
                        const std::vector<std::string>& names) const;
 
+  // The mesh built by the constructor that this one was sliced, flattened or
+  // unflattened from (itself for that mesh). Slices of one root compose:
+  // `mesh["dp"].root()[{"dp", "tp"}]` is the 2-D mesh around the calling
+  // rank. Local.
+  DeviceMesh root() const;
+
   // "DeviceMesh((dp=2, tp=4), ranks=[0, 1, 2, 3, 4, 5, 6, 7])".
   std::string to_string() const;
 

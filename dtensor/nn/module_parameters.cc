@@ -103,6 +103,11 @@ void replace_parameter(torch::nn::Module& module, const std::string& name, at::T
                 value.grad_fn()->name());
   value.set_requires_grad(entry.requires_grad());
   entry = value;
+  rebind_parameter_members(module, name, value);
+}
+
+void rebind_parameter_members(torch::nn::Module& module, const std::string& name,
+                              const at::Tensor& value) {
   rebind_builtin_member(module, name, value);
   if (auto* members = dynamic_cast<ParameterMembers*>(&module)) {
     members->rebind_parameter(name, value);
@@ -117,4 +122,41 @@ void replace_buffer(torch::nn::Module& module, const std::string& name, at::Tens
   if (auto* members = dynamic_cast<ParameterMembers*>(&module)) members->rebind_buffer(name, value);
 }
 
+namespace nn_internal {
+
+void walk(torch::nn::Module& module, const std::string& path,
+          const std::function<void(const std::string&, torch::nn::Module&)>& visit) {
+  visit(path, module);
+  for (const auto& child : module.named_children()) {
+    walk(*child.value(), path.empty() ? child.key() : path + "." + child.key(), visit);
+  }
+}
+
+std::vector<WatchedParameter> watch(const NamedTensors& entries) {
+  std::vector<WatchedParameter> watched;
+  for (const auto& entry : entries) {
+    if (!entry->defined()) continue;
+    watched.push_back(
+        {entry.key(), entry->unsafeGetTensorImpl(), WeakImpl(entry->getIntrusivePtr())});
+  }
+  return watched;
+}
+
+void check_no_stale_references(const char* what, const char* kind, const std::string& path,
+                               const NamedTensors& now,
+                               const std::vector<WatchedParameter>& watched) {
+  for (const WatchedParameter& old : watched) {
+    const at::Tensor* current = now.find(old.name);
+    if (current != nullptr && current->unsafeGetTensorImpl() == old.impl) continue;
+    DTENSOR_CHECK(old.keeps_address.use_count() == 0, what, ": ", kind, " '",
+                  path.empty() ? old.name : path + "." + old.name,
+                  "' was replaced by a DTensor, but its old tensor is still referenced ",
+                  old.keeps_address.use_count(),
+                  " time(s) elsewhere: expected none. A member copy that forward() reads must "
+                  "follow (implement dtensor::nn::ParameterMembers); build optimizers, parameter "
+                  "lists and autograd graphs after distributing");
+  }
+}
+
+}  // namespace nn_internal
 }  // namespace dtensor::nn

@@ -30,9 +30,13 @@
 // an error rather than silently wrong training.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/UndefinedTensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
 #include <torch/nn/module.h>
 
 namespace dtensor::nn {
@@ -53,6 +57,13 @@ class ParameterMembers {
 // dtensor::Error naming the module's parameters when `name` is not one.
 void replace_parameter(torch::nn::Module& module, const std::string& name, at::Tensor value);
 
+// Points the member copies of parameter `name` that `module`'s forward()
+// reads (built-in modules' members, ParameterMembers) at `value`, leaving the
+// registered parameter as it is: fully_shard's forward reads gathered
+// parameters while the optimizer holds the sharded ones.
+void rebind_parameter_members(torch::nn::Module& module, const std::string& name,
+                              const at::Tensor& value);
+
 // The parameter `name` registered directly on `module`; throws like
 // replace_parameter.
 const at::Tensor& registered_parameter(torch::nn::Module& module, const std::string& name);
@@ -65,5 +76,36 @@ void replace_buffer(torch::nn::Module& module, const std::string& name, at::Tens
 // The module's type as users spell it, for messages: "torch::nn::Linear"
 // (Module::name() without the "Impl" of the class behind the holder).
 std::string module_type_name(const torch::nn::Module& module);
+
+namespace nn_internal {
+
+// Calls `visit(path, module)` on `module` and its descendants, parents
+// first ("" for `module`, "layers.0.attention" below it). Walks children
+// itself: Module::named_modules needs the root to be owned by a shared_ptr.
+void walk(torch::nn::Module& module, const std::string& path,
+          const std::function<void(const std::string&, torch::nn::Module&)>& visit);
+
+// A parameter as it was before a call replaced it, watched without keeping
+// it alive, so that a reference left behind anywhere is detected.
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+struct WatchedParameter {
+  std::string name;
+  const c10::TensorImpl* impl;
+  WeakImpl keeps_address;  // `impl` is never reused meanwhile
+};
+
+// The parameters or the buffers registered directly on a module.
+using NamedTensors = torch::OrderedDict<std::string, at::Tensor>;
+
+std::vector<WatchedParameter> watch(const NamedTensors& entries);
+
+// Every tensor of `watched` that `now` no longer holds must be referenced
+// nowhere (a forgotten member copy, an optimizer built before the call).
+// `what` names the call and `kind` the entries.
+void check_no_stale_references(const char* what, const char* kind, const std::string& path,
+                               const NamedTensors& now,
+                               const std::vector<WatchedParameter>& watched);
+
+}  // namespace nn_internal
 
 }  // namespace dtensor::nn

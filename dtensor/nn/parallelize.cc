@@ -4,8 +4,6 @@
 #include <algorithm>
 
 #include <absl/strings/str_join.h>
-#include <c10/core/UndefinedTensorImpl.h>
-#include <c10/util/intrusive_ptr.h>
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
@@ -16,16 +14,10 @@
 namespace dtensor::nn {
 namespace {
 
-// Calls `visit(path, module)` on `module` and its descendants, parents
-// first. Walks children itself: Module::named_modules needs the root to be
-// owned by a shared_ptr.
-void walk(torch::nn::Module& module, const std::string& path,
-          const std::function<void(const std::string&, torch::nn::Module&)>& visit) {
-  visit(path, module);
-  for (const auto& child : module.named_children()) {
-    walk(*child.value(), path.empty() ? child.key() : path + "." + child.key(), visit);
-  }
-}
+using nn_internal::check_no_stale_references;
+using nn_internal::walk;
+using nn_internal::watch;
+using nn_internal::WatchedParameter;
 
 // The names of the parameters registered directly on `module` and defined
 // (a Linear without bias registers an undefined "bias").
@@ -42,46 +34,6 @@ void replicate_plain_parameters(torch::nn::Module& module, const DeviceMesh& mes
     if (is_dtensor(registered_parameter(module, name))) continue;
     distribute_parameter(module, name, mesh,
                          std::vector<PlacementPtr>(mesh.ndim(), Replicate::make()));
-  }
-}
-
-// A parameter as it was before the partition function ran, watched without
-// keeping it alive, so that a reference left behind anywhere is detected.
-using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-struct WatchedParameter {
-  std::string name;
-  const c10::TensorImpl* impl;
-  WeakImpl keeps_address;  // `impl` is never reused meanwhile
-};
-
-// The parameters or the buffers registered directly on a module.
-using NamedTensors = torch::OrderedDict<std::string, at::Tensor>;
-
-std::vector<WatchedParameter> watch(const NamedTensors& entries) {
-  std::vector<WatchedParameter> watched;
-  for (const auto& entry : entries) {
-    if (!entry->defined()) continue;
-    watched.push_back(
-        {entry.key(), entry->unsafeGetTensorImpl(), WeakImpl(entry->getIntrusivePtr())});
-  }
-  return watched;
-}
-
-// Every tensor of `watched` that `now` no longer holds must be referenced
-// nowhere. `what` names the call and `kind` the entries.
-void check_no_stale_references(const char* what, const char* kind, const std::string& path,
-                               const NamedTensors& now,
-                               const std::vector<WatchedParameter>& watched) {
-  for (const WatchedParameter& old : watched) {
-    const at::Tensor* current = now.find(old.name);
-    if (current != nullptr && current->unsafeGetTensorImpl() == old.impl) continue;
-    DTENSOR_CHECK(old.keeps_address.use_count() == 0, what, ": ", kind, " '",
-                  path.empty() ? old.name : path + "." + old.name,
-                  "' was replaced by a DTensor, but its old tensor is still referenced ",
-                  old.keeps_address.use_count(),
-                  " time(s) elsewhere: expected none. A member copy that forward() reads must "
-                  "follow (implement dtensor::nn::ParameterMembers); build optimizers, parameter "
-                  "lists and autograd graphs after distributing");
   }
 }
 

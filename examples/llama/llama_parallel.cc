@@ -16,6 +16,7 @@
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/nn/clip_grad.h>
+#include <dtensor/nn/fully_shard.h>
 #include <dtensor/nn/parallelize.h>
 #include <dtensor/nn/reduce_gradients.h>
 #include <dtensor/placements/placements.h>
@@ -25,19 +26,15 @@
 namespace dtensor::examples {
 namespace {
 
-// The mesh dim the plan splits tensors over, and the data-parallel one (-1
-// on a 1-D mesh).
-struct MeshDims {
-  int64_t tp = 0;
-  int64_t dp = -1;
-};
-
-MeshDims mesh_dims(const DeviceMesh& mesh) {
+// The tp degree of a 1-D mesh (all "tp") or a 2-D (dp, tp) one.
+int64_t tp_degree(const DeviceMesh& mesh) {
   DTENSOR_CHECK(mesh.ndim() == 1 || mesh.ndim() == 2,
                 "parallelize_llama: expected a 1-D mesh or a 2-D (dp, tp) mesh, found ",
                 mesh.to_string());
-  if (mesh.ndim() == 1) return {};
-  return {mesh.dim_index("tp"), mesh.dim_index("dp")};
+  if (mesh.ndim() == 1) return mesh.size(0);
+  const int64_t tp = mesh.dim_index("tp");
+  mesh.dim_index("dp");
+  return mesh.size(tp);
 }
 
 nn::StyleOptions layouts(PlacementPtr input, PlacementPtr desired_input, PlacementPtr output,
@@ -94,17 +91,10 @@ nn::ParallelizePlan llama_plan(const Llama& model, LlamaPlan which) {
                       nn::PrepareModuleInput(layouts(nullptr, Shard::make(1), nullptr)));
     plan.emplace_back("norm", nn::SequenceParallel());
   } else {
-    plan.emplace_back("norm", nn::PrepareModuleOutput(
-                                  layouts(nullptr, nullptr, nullptr, Replicate::make())));
+    plan.emplace_back(
+        "norm", nn::PrepareModuleOutput(layouts(nullptr, nullptr, nullptr, Replicate::make())));
   }
   return plan;
-}
-
-// The batch split over dp (if any), replicated over tp.
-std::vector<PlacementPtr> batch_layout(const DeviceMesh& mesh) {
-  std::vector<PlacementPtr> placements(mesh.ndim(), Replicate::make());
-  if (mesh_dims(mesh).dp >= 0) placements[mesh_dims(mesh).dp] = Shard::make(0);
-  return placements;
 }
 
 // A model made from `seed` alone, the same on every rank: the rank threads
@@ -175,34 +165,56 @@ std::string plan_name(LlamaPlan plan) {
   return "";
 }
 
-void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan) {
-  const MeshDims dims = mesh_dims(mesh);
-  const int64_t degree = mesh.size(dims.tp);
+DTensor llama_batch(const at::Tensor& batch, const DeviceMesh& mesh) {
+  if (mesh.ndim() == 1) return distribute_tensor(batch, mesh, {Replicate::make()});
+  const DeviceMesh dp = mesh["dp"];
+  DTENSOR_CHECK(batch.size(0) % dp.size(0) == 0, "llama_batch: expected a batch (", batch.size(0),
+                ") that divides by the dp degree (", dp.size(0),
+                "): each rank's mean loss counts alike");
+  return distribute_tensor(batch.chunk(dp.size(0))[dp.get_local_rank(0)], mesh["tp"],
+                           {Replicate::make()});
+}
+
+double llama_loss_value(const at::Tensor& loss, const DeviceMesh& mesh) {
+  const at::Tensor mine = DTensor(loss).full_tensor().detach();
+  if (mesh.ndim() == 1) return mine.item<double>();
+  return DTensor(from_local(mine.reshape({1}), mesh["dp"], {Shard::make(0)}))
+      .full_tensor()
+      .mean()
+      .item<double>();
+}
+
+void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
+                       bool reshard_after_forward) {
+  const int64_t degree = tp_degree(mesh);
   DTENSOR_CHECK(model->config().heads % degree == 0 && model->config().kv_heads % degree == 0,
                 "parallelize_llama: expected the heads (", model->config().heads,
                 ") and key/value heads (", model->config().kv_heads,
                 ") to divide by the tp degree (", degree, ")");
-  if (mesh.ndim() == 1) {
-    nn::parallelize_module(*model, mesh, llama_plan(model, plan));
-  } else {
-    nn::parallelize_module(*model, mesh, llama_plan(model, plan), dims.tp,
-                           nn::MeshScope::kWholeMesh);
-  }
-  nn::distribute_module(*model, mesh);  // the rest replicated
-  nn::replicate_buffers(*model, mesh);
+  const DeviceMesh tp = mesh.ndim() == 1 ? mesh : mesh["tp"];
+  nn::parallelize_module(*model, tp, llama_plan(model, plan));
+  nn::distribute_module(*model, tp);  // the rest replicated
+  nn::replicate_buffers(*model, tp);
+  if (mesh.ndim() == 1) return;
+  // Data parallelism stores every parameter sharded over dp: one group per
+  // block, the embedding, final norm and head in the root's.
+  const DeviceMesh dp = mesh["dp"];
+  const nn::FullyShardOptions fsdp{.reshard_after_forward = reshard_after_forward};
+  for (const auto& layer : *model->layers) nn::fully_shard(*layer, dp, fsdp);
+  nn::fully_shard(*model, dp, fsdp);
 }
 
 std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
                                    const LlamaTrainOptions& options) {
   Llama reference = seeded_model(options.config, options.seed);
   Llama model = seeded_model(options.config, options.seed);
-  parallelize_llama(model, mesh, plan);
+  parallelize_llama(model, mesh, plan, options.reshard_after_forward);
   at::Generator data = at::detail::createCPUGenerator(options.seed);
   const at::Tensor tokens =
       at::randint(options.config.vocab, {options.batch, options.seq}, data, at::kLong);
   const at::Tensor targets = tokens.roll(-1, 1);
-  const DTensor mesh_tokens = distribute_tensor(tokens, mesh, batch_layout(mesh));
-  const DTensor mesh_targets = distribute_tensor(targets, mesh, batch_layout(mesh));
+  const DTensor mesh_tokens = llama_batch(tokens, mesh);
+  const DTensor mesh_targets = llama_batch(targets, mesh);
   Optimizer reference_optimizer(*reference, options), optimizer(*model, options);
   std::vector<LlamaStep> steps;
   for (int64_t step = 0; step < options.steps; ++step) {
@@ -218,7 +230,7 @@ std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
       record.collectives = {counter.by_collective().begin(), counter.by_collective().end()};
     }
     record.max_grad_diff = max_difference(*model, *reference, /*of_grad=*/true);
-    record.loss = DTensor(loss).full_tensor().item<double>();
+    record.loss = llama_loss_value(loss, mesh);
     {
       CollectiveCounter counter;
       nn::reduce_gradients(model->parameters());

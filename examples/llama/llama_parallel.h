@@ -24,9 +24,11 @@
 //    vocabulary: cross-entropy reduces a few values per row instead of
 //    gathering them.
 //
-// On a 2-D mesh (dp, tp) the plan applies to "tp" over the whole mesh
-// (MeshScope::kWholeMesh) and the batch is split over "dp": replicated
-// parameters get Partial gradients over dp, reduced in the same bucket.
+// On a 2-D mesh (dp, tp), as PyTorch composes FSDP2 with TP: the plan
+// applies to the "tp" slice, then dtensor::nn::fully_shard shards every
+// parameter over "dp" (one group per block, the rest in the root's), and
+// each dp rank trains on its own rows of the batch; the gradients are
+// reduce-scattered (averaged) over dp, one collective per group.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include <dtensor/dtensor.h>
 #include <dtensor/mesh/device_mesh.h>
 #include "examples/llama/llama.h"
 
@@ -45,8 +48,21 @@ enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel };
 std::string plan_name(LlamaPlan plan);
 
 // Lays out the parameters of `model` for `plan` over `mesh` (1-D: the "tp"
-// ranks; 2-D: named (dp, tp)) and replicates its buffers. Collective.
-void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan);
+// ranks; 2-D: named (dp, tp), fully sharded over dp, gathered parameters
+// freed after forward if `reshard_after_forward`) and replicates its
+// buffers. Collective.
+void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
+                       bool reshard_after_forward = false);
+
+// What this rank feeds the model parallelized on `mesh` from the whole
+// `batch` (token ids [batch, seq]): replicated over tp; on a 2-D mesh, this
+// dp rank's rows (the batch must divide by the dp degree: each rank's mean
+// loss counts alike).
+DTensor llama_batch(const at::Tensor& batch, const DeviceMesh& mesh);
+
+// The whole batch's loss from this rank's `loss` (the model's): on a 2-D
+// mesh, the mean over dp of the ranks' means (one small all-gather).
+double llama_loss_value(const at::Tensor& loss, const DeviceMesh& mesh);
 
 struct LlamaTrainOptions {
   LlamaConfig config;
@@ -59,6 +75,11 @@ struct LlamaTrainOptions {
   bool adamw = false;
   // Clip the gradients' total 2-norm to this before each update (0: none).
   double clip_norm = 0;
+  // 2-D meshes: free each block's gathered parameters after forward (one
+  // more all-gather per block in backward). Off, the step communicates as
+  // a hand-written FSDP + TP plan: per group one all-gather, one
+  // reduce-scatter.
+  bool reshard_after_forward = false;
 };
 
 struct LlamaStep {

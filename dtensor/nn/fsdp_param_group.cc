@@ -1,0 +1,304 @@
+// Copyright 2026 The dtensor Authors.
+#include <dtensor/nn/fsdp_param_group.h>
+
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/engine.h>
+
+#include <dtensor/base/check.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/nn/module_parameters.h>
+#include <dtensor/nn/reduce_gradients.h>
+#include <dtensor/placements/partial.h>
+#include <dtensor/placements/replicate.h>
+#include <dtensor/placements/shard.h>
+
+namespace dtensor::nn::nn_internal {
+namespace {
+
+// Gathered parameters are freed and refilled in place, as PyTorch's FSDP
+// does: autograd saved them for backward (the same TensorImpl must come
+// back), and a group's memory is held only while it computes.
+void resize_storage(const at::Tensor& tensor, size_t nbytes) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+}
+
+size_t storage_bytes(const at::Tensor& tensor) {
+  return static_cast<size_t>(tensor.numel()) * tensor.element_size();
+}
+
+// A tensor on `tensor`'s storage with a version counter of its own: filling
+// a gathered parameter must not look like an in-place change to the
+// autograd graphs that saved it (PyTorch's FSDP preserves the counter).
+at::Tensor writable_alias(const at::Tensor& tensor) {
+  return at::empty({0}, tensor.options())
+      .set_(tensor.storage(), tensor.storage_offset(), tensor.sizes(), tensor.strides());
+}
+
+// The flat buffers' placements on the data-parallel mesh: the last dim
+// shards, a leading one (HSDP) replicates.
+std::vector<PlacementPtr> flat_placements(const DeviceMesh& mesh, const PlacementPtr& last) {
+  std::vector<PlacementPtr> placements(mesh.ndim(), Replicate::make());
+  placements.back() = last;
+  return placements;
+}
+
+}  // namespace
+
+std::shared_ptr<FsdpParamGroup> FsdpParamGroup::create(DeviceMesh mesh, FullyShardOptions options,
+                                                       std::vector<FsdpParam> params) {
+  std::shared_ptr<FsdpParamGroup> group(
+      new FsdpParamGroup(std::move(mesh), options, std::move(params)));
+  group->model_state_->groups.push_back(group);
+  for (const FsdpParam& param : group->params_) {
+    resize_storage(param.unsharded_data, 0);
+    if (!param.unsharded.requires_grad()) continue;
+    // Any gradient reaching a gathered parameter means a backward is
+    // running: the model's end-of-backward callback must be queued.
+    param.unsharded.register_hook([weak = std::weak_ptr<FsdpParamGroup>(group)](const at::Tensor&) {
+      if (std::shared_ptr<FsdpParamGroup> alive = weak.lock()) alive->queue_final_callback();
+    });
+  }
+  return group;
+}
+
+FsdpParamGroup::FsdpParamGroup(DeviceMesh mesh, FullyShardOptions options,
+                               std::vector<FsdpParam> params)
+    : mesh_(std::move(mesh)),
+      options_(options),
+      params_(std::move(params)),
+      model_state_(std::make_shared<FsdpModelState>()) {
+  int64_t offset = 0;
+  for (FsdpParam& param : params_) {
+    param.flat_offset = offset;
+    offset += param.chunk_rows * param.row_numel;
+    DTENSOR_CHECK(param_dtype(param) == param_dtype(params_.front()),
+                  "fully_shard: expected every parameter of a group to compute in one dtype (one ",
+                  "all-gather moves them all), found ", param_dtype(params_.front()), " for '",
+                  params_.front().path, "' and ", param_dtype(param), " for '", param.path,
+                  "'; set mp_policy.param_dtype or fully_shard them separately");
+  }
+}
+
+void FsdpParamGroup::join(const std::shared_ptr<FsdpModelState>& state) {
+  if (model_state_ == state) return;
+  const std::shared_ptr<FsdpModelState> old = model_state_;
+  for (const std::weak_ptr<FsdpParamGroup>& weak : old->groups) {
+    if (std::shared_ptr<FsdpParamGroup> group = weak.lock()) {
+      group->model_state_ = state;
+      state->groups.push_back(group);
+    }
+  }
+  state->unsharded_bytes += old->unsharded_bytes;
+}
+
+void FsdpParamGroup::for_each_in_subtree(const std::function<void(FsdpParamGroup&)>& visit) {
+  visit(*this);
+  for (const std::shared_ptr<FsdpParamGroup>& child : children_) child->for_each_in_subtree(visit);
+}
+
+int64_t FsdpParamGroup::segment_numel() const {
+  return params_.empty()
+             ? 0
+             : params_.back().flat_offset + params_.back().chunk_rows * params_.back().row_numel;
+}
+
+c10::ScalarType FsdpParamGroup::param_dtype(const FsdpParam& param) const {
+  return options_.mp_policy.param_dtype.value_or(DTensor(param.sharded).dtype());
+}
+
+c10::ScalarType FsdpParamGroup::reduce_dtype() const {
+  return options_.mp_policy.reduce_dtype.value_or(param_dtype(params_.front()));
+}
+
+void FsdpParamGroup::account(int64_t bytes) {
+  model_state_->unsharded_bytes += bytes;
+  model_state_->peak_unsharded_bytes =
+      std::max(model_state_->peak_unsharded_bytes, model_state_->unsharded_bytes);
+}
+
+at::Tensor FsdpParamGroup::all_gather_shards() const {
+  const c10::ScalarType dtype = param_dtype(params_.front());
+  at::Tensor segment =
+      at::zeros({segment_numel()}, at::TensorOptions().dtype(dtype).device(mesh_.device()));
+  for (const FsdpParam& param : params_) {
+    const at::Tensor shard = DTensor(param.sharded).to_local();
+    segment.narrow(0, param.flat_offset, shard.numel()).copy_(shard.reshape({-1}));
+  }
+  auto spec = std::make_shared<const DTensorSpec>(
+      mesh_, flat_placements(mesh_, Shard::make(0)),
+      std::vector<int64_t>{segment_numel() * mesh_.size(-1)}, dtype);
+  return DTensor(segment, spec).redistribute(flat_placements(mesh_, Replicate::make())).to_local();
+}
+
+void FsdpParamGroup::allocate_unsharded() {
+  for (const FsdpParam& param : params_) {
+    resize_storage(param.unsharded_data, storage_bytes(param.unsharded_data));
+    account(static_cast<int64_t>(storage_bytes(param.unsharded_data)));
+  }
+}
+
+void FsdpParamGroup::point_members_at(bool gathered) {
+  for (const FsdpParam& param : params_) {
+    std::shared_ptr<torch::nn::Module> owner = param.owner.lock();
+    if (owner)
+      rebind_parameter_members(*owner, param.name, gathered ? param.unsharded : param.sharded);
+  }
+}
+
+void FsdpParamGroup::unshard() {
+  if (unsharded_ || params_.empty()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor gathered = all_gather_shards();
+  allocate_unsharded();
+  const int64_t ranks = mesh_.size(-1);
+  const at::Tensor by_rank = gathered.view({ranks, segment_numel()});
+  for (const FsdpParam& param : params_) {
+    const at::Tensor rows = by_rank.narrow(1, param.flat_offset, param.chunk_rows * param.row_numel)
+                                .reshape({ranks * param.chunk_rows, param.row_numel})
+                                .narrow(0, 0, param.rows);
+    writable_alias(param.unsharded_data).copy_(rows.view(param.unsharded_data.sizes()));
+  }
+  point_members_at(true);
+  unsharded_ = true;
+}
+
+void FsdpParamGroup::reshard() {
+  if (!unsharded_) return;
+  for (const FsdpParam& param : params_) {
+    account(-static_cast<int64_t>(storage_bytes(param.unsharded_data)));
+    resize_storage(param.unsharded_data, 0);
+  }
+  point_members_at(false);
+  unsharded_ = false;
+}
+
+at::Tensor FsdpParamGroup::pre_forward(const at::Tensor& input) {
+  unshard();
+  if (!c10::GradMode::is_enabled() || !input.defined() || !input.requires_grad()) return input;
+  // The gradient of the module's input is complete once the module's whole
+  // backward ran: its arrival ends the group's backward.
+  at::Tensor marked = input.view_as(input);
+  ++pending_backwards_;
+  marked.register_hook([weak = weak_from_this()](const at::Tensor&) {
+    std::shared_ptr<FsdpParamGroup> group = weak.lock();
+    if (group && --group->pending_backwards_ == 0) group->post_backward();
+  });
+  return marked;
+}
+
+at::Tensor FsdpParamGroup::post_forward(const at::Tensor& output) {
+  if (options_.reshard_after_forward) reshard();
+  if (!c10::GradMode::is_enabled() || !output.defined() || !output.requires_grad()) return output;
+  // The output's gradient arrives before any of the module's backward runs:
+  // gather again there.
+  at::Tensor marked = output.view_as(output);
+  marked.register_hook([weak = weak_from_this()](const at::Tensor&) {
+    std::shared_ptr<FsdpParamGroup> group = weak.lock();
+    if (!group) return;
+    group->queue_final_callback();
+    group->unshard();
+  });
+  return marked;
+}
+
+at::Tensor FsdpParamGroup::local_gradient(const FsdpParam& param) const {
+  const at::Tensor grad = param.unsharded.grad();
+  if (!grad.defined() || !param.tp_spec) return grad;
+  DTensor gradient(grad);
+  const PlacementPtr& wanted = param.tp_spec->placements().front();
+  const PlacementPtr& found = gradient.placements().front();
+  if (!found->equals(*wanted) && !(found->is_partial() && wanted->is_replicate())) {
+    gradient = gradient.redistribute({wanted});
+  }
+  return gradient.to_local();
+}
+
+at::Tensor FsdpParamGroup::packed_gradients() const {
+  const int64_t ranks = mesh_.size(-1);
+  at::Tensor packed = at::zeros({ranks, segment_numel()},
+                                at::TensorOptions().dtype(reduce_dtype()).device(mesh_.device()));
+  for (const FsdpParam& param : params_) {
+    at::Tensor local = local_gradient(param);
+    if (!local.defined()) continue;
+    local = local.reshape({param.rows, param.row_numel});
+    const int64_t padded = ranks * param.chunk_rows;
+    if (padded > param.rows) {
+      local = at::cat({local, local.new_zeros({padded - param.rows, param.row_numel})});
+    }
+    packed.narrow(1, param.flat_offset, param.chunk_rows * param.row_numel)
+        .copy_(local.view({ranks, param.chunk_rows * param.row_numel}));
+  }
+  return packed.view({-1});
+}
+
+void FsdpParamGroup::accumulate_sharded_gradients(const at::Tensor& reduced) {
+  for (const FsdpParam& param : params_) {
+    const at::Tensor grad = param.unsharded.grad();
+    if (!grad.defined()) continue;
+    const DTensor sharded(param.sharded);
+    const std::vector<int64_t>& shape = sharded.spec().local_layout().local_shape;
+    const int64_t numel = c10::multiply_integers(shape);
+    at::Tensor local = reduced.narrow(0, param.flat_offset, numel).view(shape).to(sharded.dtype());
+    // A gradient left as a pending sum over tp (a replicated parameter used
+    // on split activations) stays one in the shard; reduce_gradients below
+    // reduces the group's together.
+    DTensorSpecPtr spec = sharded.spec_ptr();
+    if (param.tp_spec && is_dtensor(grad)) {
+      std::vector<PlacementPtr> placements = sharded.placements();
+      const PlacementPtr& tp_placement = DTensor(grad).placements().front();
+      if (tp_placement->is_partial()) {
+        placements[sharded.mesh().dim_index(param.tp_spec->mesh().dim_names().front())] =
+            tp_placement;
+        spec = std::make_shared<const DTensorSpec>(sharded.spec().with_placements(placements));
+      }
+    }
+    at::Tensor incoming = DTensor(local, spec).tensor();
+    at::Tensor& current = param.sharded.mutable_grad();
+    current = current.defined() ? current + incoming : incoming;
+  }
+}
+
+void FsdpParamGroup::post_backward() {
+  pending_backwards_ = 0;
+  bool any_gradient = false;
+  for (const FsdpParam& param : params_) any_gradient |= param.unsharded.grad().defined();
+  if (any_gradient && requires_gradient_sync_) {
+    at::NoGradGuard no_grad;
+    auto spec = std::make_shared<const DTensorSpec>(
+        mesh_, std::vector<PlacementPtr>(mesh_.ndim(), Partial::make()),
+        std::vector<int64_t>{segment_numel() * mesh_.size(-1)}, reduce_dtype());
+    at::Tensor reduced = DTensor(packed_gradients(), spec)
+                             .redistribute(flat_placements(mesh_, Shard::make(0)))
+                             .to_local();
+    // Each rank's loss is the mean over its own batch: the average over the
+    // data-parallel ranks is the gradient of the whole batch's mean.
+    reduced = reduced / static_cast<double>(mesh_.size());
+    accumulate_sharded_gradients(reduced);
+    std::vector<at::Tensor> sharded;
+    for (FsdpParam& param : params_) {
+      param.unsharded.mutable_grad() = at::Tensor();
+      sharded.push_back(param.sharded);
+    }
+    reduce_gradients(sharded);
+  }
+  if (reshard_after_backward_) reshard();
+}
+
+void FsdpParamGroup::queue_final_callback() {
+  if (model_state_->final_callback_queued) return;
+  model_state_->final_callback_queued = true;
+  torch::autograd::Engine::get_default_engine().queue_callback([state = model_state_] {
+    state->final_callback_queued = false;
+    for (const std::weak_ptr<FsdpParamGroup>& weak : state->groups) {
+      std::shared_ptr<FsdpParamGroup> group = weak.lock();
+      if (group) group->post_backward();
+    }
+  });
+}
+
+}  // namespace dtensor::nn::nn_internal

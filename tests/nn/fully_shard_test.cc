@@ -1,0 +1,402 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor::nn::fully_shard: a stack of residual MLP blocks trained with
+// FSDP on 4 ranks of the local backend equals the same model trained on one
+// device on the whole batch (float64: every loss, gradient and parameter to
+// 1e-9), with one all-gather per group and forward, one more per resharded
+// group in backward, one reduce-scatter per group; parameters held per rank
+// are 1/N of the model plus what one group gathers.
+#include <dtensor/nn/fully_shard.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <dtensor/dtensor.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/nn/module_hooks.h>
+#include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
+
+namespace dtensor::nn {
+namespace {
+
+using Counts = std::map<std::string, int64_t, std::less<>>;
+
+// Sizes chosen so that dim 0 of most parameters does not split evenly over
+// 4 ranks (10 rows: 3,3,3,1; 3 rows: 1,1,1,0, an empty shard).
+constexpr int64_t kIn = 6;
+constexpr int64_t kHidden = 10;
+constexpr int64_t kOut = 3;
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl() {
+    up = register_module("up", torch::nn::Linear(kHidden, 2 * kHidden));
+    down = register_module("down", torch::nn::Linear(2 * kHidden, kHidden));
+  }
+  at::Tensor forward(const at::Tensor& x) { return x + call(down, at::tanh(call(up, x))); }
+  torch::nn::Linear up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(Block);
+
+class StackImpl : public torch::nn::Module {
+ public:
+  explicit StackImpl(int64_t blocks) {
+    input = register_module("input", torch::nn::Linear(kIn, kHidden));
+    for (int64_t b = 0; b < blocks; ++b) {
+      layers.push_back(register_module("layers_" + std::to_string(b), Block()));
+    }
+    output = register_module("output", torch::nn::Linear(kHidden, kOut));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = call(input, x);
+    for (Block& block : layers) h = call(block, h);
+    return call(output, h);
+  }
+  torch::nn::Linear input{nullptr}, output{nullptr};
+  std::vector<Block> layers;
+};
+TORCH_MODULE(Stack);
+
+// Every rank builds the same model: the rank threads share libtorch's
+// default generator, so seeding and initializing happen one rank at a time.
+std::mutex initialization;
+
+Stack make_stack(int64_t blocks, at::ScalarType dtype = at::kDouble) {
+  std::lock_guard<std::mutex> lock(initialization);
+  at::manual_seed(7);
+  Stack model(blocks);
+  model->to(dtype);
+  return model;
+}
+
+at::Tensor batch(int64_t rows) {
+  return at::arange(rows * kIn, at::kDouble).reshape({rows, kIn}).mul(0.37).sin();
+}
+
+at::Tensor target(int64_t rows) {
+  return at::arange(rows * kOut, at::kDouble).reshape({rows, kOut}).mul(0.21).cos();
+}
+
+struct Reference {
+  std::vector<double> losses;
+  std::vector<std::map<std::string, at::Tensor>> grads;   // per step
+  std::vector<std::map<std::string, at::Tensor>> params;  // after each step
+};
+
+std::map<std::string, at::Tensor> snapshot(Stack& model, bool grads) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& p : model->named_parameters()) {
+    const at::Tensor& t = grads ? p->grad() : *p;
+    out[p.key()] = is_dtensor(t) ? DTensor(t).full_tensor() : t.detach().clone();
+  }
+  return out;
+}
+
+template <typename Optimizer, typename OptimizerOptions>
+Reference train_one_device(int64_t steps, int64_t rows, const OptimizerOptions& options) {
+  Stack model = make_stack(2);
+  Optimizer optimizer(model->parameters(), options);
+  Reference ref;
+  for (int64_t step = 0; step < steps; ++step) {
+    for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+    at::Tensor loss = (model->forward(batch(rows)) - target(rows)).pow(2).mean();
+    loss.backward();
+    ref.losses.push_back(loss.item<double>());
+    ref.grads.push_back(snapshot(model, true));
+    optimizer.step();
+    ref.params.push_back(snapshot(model, false));
+  }
+  return ref;
+}
+
+void expect_close(const std::map<std::string, at::Tensor>& got,
+                  const std::map<std::string, at::Tensor>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, tensor] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(at::allclose(got.at(name), tensor, 0, 1e-9))
+        << what << " " << name << ": max diff "
+        << (got.at(name) - tensor).abs().max().item<double>();
+  }
+}
+
+// Trains `make_stack(2)` with FSDP on 4 ranks (each rank 2 of the 8 rows)
+// and compares every step with one device.
+template <typename Optimizer, typename OptimizerOptions>
+void train_and_compare(const OptimizerOptions& options, FullyShardOptions fsdp) {
+  constexpr int64_t kRows = 8, kSteps = 3;
+  const Reference ref = train_one_device<Optimizer>(kSteps, kRows, options);
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Stack model = make_stack(2);
+    for (Block& block : model->layers) fully_shard(*block, mesh, fsdp);
+    fully_shard(*model, mesh, fsdp);
+    Optimizer optimizer(model->parameters(), options);
+    const at::Tensor x = batch(kRows).chunk(4)[rank];
+    const at::Tensor y = target(kRows).chunk(4)[rank];
+    for (int64_t step = 0; step < kSteps; ++step) {
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      at::Tensor loss = (model->forward(x) - y).pow(2).mean();
+      loss.backward();
+      // The whole batch's loss: the mean of the ranks' means.
+      const double total = DTensor(from_local(loss.detach().reshape({1}), mesh, {Shard::make(0)}))
+                               .full_tensor()
+                               .mean()
+                               .item<double>();
+      EXPECT_NEAR(total, ref.losses[step], 1e-12) << "step " << step;
+      expect_close(snapshot(model, true), ref.grads[step], "grad step " + std::to_string(step));
+      optimizer.step();
+      expect_close(snapshot(model, false), ref.params[step], "param step " + std::to_string(step));
+    }
+  });
+}
+
+TEST(FullyShardTest, ParametersAreShardedDim0AsTorchChunk) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Stack model = make_stack(1);
+    const Stack reference = make_stack(1);
+    for (Block& block : model->layers) fully_shard(*block, mesh);
+    const FSDPModule root = fully_shard(*model, mesh);
+    EXPECT_EQ(root.sharded_parameters().size(), 4u);  // input and output weight and bias
+    const auto want = reference->named_parameters();
+    for (const auto& p : model->named_parameters()) {
+      ASSERT_TRUE(is_dtensor(*p)) << p.key();
+      const DTensor parameter(*p);
+      EXPECT_EQ(placements_to_string(parameter.placements()), "S(0)") << p.key();
+      EXPECT_TRUE(at::equal(parameter.full_tensor(), want[p.key()])) << p.key();
+      const at::Tensor local = parameter.to_local();
+      EXPECT_TRUE(at::equal(local, want[p.key()].chunk(4).size() > static_cast<size_t>(rank)
+                                       ? want[p.key()].chunk(4)[rank]
+                                       : want[p.key()].narrow(0, 0, 0)))
+          << p.key();
+    }
+    // output.weight has 3 rows: ranks 0..2 hold one, rank 3 none.
+    EXPECT_EQ(DTensor(model->output->weight).placements().size(), 1u);
+    EXPECT_EQ(DTensor(model->named_parameters()["output.weight"]).to_local().size(0),
+              rank < 3 ? 1 : 0);
+  });
+}
+
+TEST(FullyShardTest, SgdEqualsOneDevice) {
+  train_and_compare<torch::optim::SGD>(torch::optim::SGDOptions(0.1), {});
+}
+
+TEST(FullyShardTest, AdamWEqualsOneDevice) {
+  train_and_compare<torch::optim::AdamW>(torch::optim::AdamWOptions(0.01), {});
+}
+
+TEST(FullyShardTest, WithoutReshardAfterForwardEqualsOneDevice) {
+  train_and_compare<torch::optim::SGD>(torch::optim::SGDOptions(0.1),
+                                       {.reshard_after_forward = false});
+}
+
+TEST(FullyShardTest, OneAllGatherPerGroupAndOneReduceScatter) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Stack model = make_stack(2);
+    for (Block& block : model->layers) fully_shard(*block, mesh);
+    const FSDPModule root = fully_shard(*model, mesh);
+    const at::Tensor x = batch(8).chunk(4)[rank];
+    for (int step = 0; step < 2; ++step) {
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      CollectiveCounter forward;
+      at::Tensor loss = model->forward(x).pow(2).mean();
+      // 3 groups (2 blocks, the root's input and output layers).
+      EXPECT_EQ(forward.by_collective(), (Counts{{"all_gather_v", 3}}));
+      CollectiveCounter backward;
+      loss.backward();
+      // The blocks were freed after forward and gather again; the root was
+      // not (its forward is called directly) and is freed after backward.
+      EXPECT_EQ(backward.by_collective(), (Counts{{"all_gather_v", 2}, {"reduce_scatter_v", 3}}));
+      EXPECT_EQ(root.unsharded_bytes(), 0);
+    }
+  });
+}
+
+TEST(FullyShardTest, PeakGatheredBytesAreOneGroupAtATimePlusTheRoot) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Stack model = make_stack(3);
+    const int64_t block_bytes =
+        static_cast<int64_t>((4 * kHidden * kHidden + 2 * kHidden + kHidden) * sizeof(double));
+    const int64_t root_bytes =
+        static_cast<int64_t>((kIn * kHidden + kHidden + kHidden * kOut + kOut) * sizeof(double));
+    for (Block& block : model->layers) fully_shard(*block, mesh);
+    const FSDPModule root = fully_shard(*model, mesh);
+    EXPECT_EQ(root.unsharded_bytes(), 0);
+    model->forward(batch(8).chunk(4)[rank]).pow(2).mean().backward();
+    EXPECT_EQ(root.peak_unsharded_bytes(), root_bytes + block_bytes);
+    EXPECT_EQ(root.unsharded_bytes(), 0);
+  });
+}
+
+TEST(FullyShardTest, GradientAccumulationWithoutSyncEqualsOneBigBatch) {
+  const Reference ref = train_one_device<torch::optim::SGD>(1, 16, torch::optim::SGDOptions(0.1));
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Stack model = make_stack(2);
+    for (Block& block : model->layers) fully_shard(*block, mesh);
+    const FSDPModule root = fully_shard(*model, mesh);
+    torch::optim::SGD optimizer(model->parameters(), 0.1);
+    // Rank r's 4 rows of the 16, as two micro-batches of 2.
+    const at::Tensor x = batch(16).chunk(4)[rank];
+    const at::Tensor y = target(16).chunk(4)[rank];
+    CollectiveCounter counter;
+    for (int micro = 0; micro < 2; ++micro) {
+      root.set_requires_gradient_sync(micro == 1);
+      at::Tensor loss = (model->forward(x.chunk(2)[micro]) - y.chunk(2)[micro]).pow(2).mean();
+      (loss / 2).backward();
+    }
+    EXPECT_EQ(counter.count("reduce_scatter_v"), 3);  // the last micro-batch only
+    expect_close(snapshot(model, true), ref.grads[0], "accumulated grad");
+    optimizer.step();
+    expect_close(snapshot(model, false), ref.params[0], "param");
+  });
+}
+
+TEST(FullyShardTest, MixedPrecisionComputesInParamDtypeAndKeepsShardsInTheirs) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Stack model = make_stack(2, at::kFloat);
+    const MixedPrecisionPolicy mp{.param_dtype = at::kBFloat16, .reduce_dtype = at::kFloat};
+    for (Block& block : model->layers) fully_shard(*block, mesh, {.mp_policy = mp});
+    fully_shard(*model, mesh, {.mp_policy = mp});
+    // One device under the same casts: bfloat16 parameters and inputs.
+    Stack reference = make_stack(2, at::kFloat);
+    reference->to(at::kBFloat16);
+    const at::Tensor x = batch(8).to(at::kBFloat16);
+    const at::Tensor want = reference->forward(x);
+    (want.to(at::kFloat) - target(8).to(at::kFloat)).pow(2).mean().backward();
+    at::Tensor out = model->forward(x.chunk(4)[rank]);
+    EXPECT_EQ(out.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::allclose(out.to(at::kFloat), want.chunk(4)[rank].to(at::kFloat), 1e-2, 1e-2));
+    (out.to(at::kFloat) - target(8).to(at::kFloat).chunk(4)[rank]).pow(2).mean().backward();
+    const auto ref_params = reference->named_parameters();
+    for (const auto& p : model->named_parameters()) {
+      EXPECT_EQ(DTensor(*p).dtype(), at::kFloat) << p.key();
+      const at::Tensor grad = DTensor(p->grad()).full_tensor();
+      EXPECT_EQ(grad.scalar_type(), at::kFloat);
+      const at::Tensor ref_grad = ref_params[p.key()].grad().to(at::kFloat);
+      EXPECT_TRUE(at::allclose(grad, ref_grad, 2e-2, 2e-2))
+          << p.key() << " " << (grad - ref_grad).abs().max().item<double>();
+    }
+  });
+}
+
+TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
+  constexpr int64_t kRows = 8;
+  const Reference ref =
+      train_one_device<torch::optim::SGD>(2, kRows, torch::optim::SGDOptions(0.1));
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"replicate", "shard"});
+    Stack model = make_stack(2);
+    for (Block& block : model->layers) fully_shard(*block, mesh);
+    fully_shard(*model, mesh);
+    EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
+    torch::optim::SGD optimizer(model->parameters(), 0.1);
+    const at::Tensor x = batch(kRows).chunk(4)[rank];
+    const at::Tensor y = target(kRows).chunk(4)[rank];
+    for (int64_t step = 0; step < 2; ++step) {
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      (model->forward(x) - y).pow(2).mean().backward();
+      expect_close(snapshot(model, true), ref.grads[step], "grad step " + std::to_string(step));
+      optimizer.step();
+      expect_close(snapshot(model, false), ref.params[step], "param step " + std::to_string(step));
+    }
+  });
+}
+
+TEST(FullyShardTest, BadInputIsRefusedOnEveryRank) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    {
+      Stack model = make_stack(1);
+      fully_shard(*model->layers[0], mesh);
+      EXPECT_THROW(
+          {
+            try {
+              fully_shard(*model->layers[0], mesh);
+            } catch (const std::exception& e) {
+              EXPECT_NE(std::string(e.what()).find("not fully_shard'ed yet"), std::string::npos)
+                  << e.what();
+              throw;
+            }
+          },
+          std::exception);
+    }
+    {
+      const DeviceMesh cube = init_device_mesh("local", {1, 2, 2}, {"a", "b", "c"});
+      Stack model = make_stack(1);
+      try {
+        fully_shard(*model, cube);
+        ADD_FAILURE() << "a 3-D mesh was accepted";
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("expected a 1-D mesh (FSDP) or a 2-D one"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    {
+      Stack model = make_stack(1);
+      torch::optim::SGD early(model->parameters(), 0.1);
+      try {
+        fully_shard(*model, mesh);
+        ADD_FAILURE() << "an optimizer holding the old parameters went unnoticed";
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("still referenced"), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+class BlocksImpl : public torch::nn::Module {
+ public:
+  BlocksImpl() {
+    first = register_module("first", Block());
+    second = register_module("second", Block());
+  }
+  at::Tensor forward(const at::Tensor& x) { return call(second, call(first, x)); }
+  Block first{nullptr}, second{nullptr};
+};
+TORCH_MODULE(Blocks);
+
+Blocks make_blocks() {
+  std::lock_guard<std::mutex> lock(initialization);
+  at::manual_seed(3);
+  Blocks blocks;
+  blocks->to(at::kDouble);
+  return blocks;
+}
+
+TEST(FullyShardTest, ARootWithoutParametersOfItsOwnIsFine) {
+  Blocks reference = make_blocks();
+  const at::Tensor x = at::linspace(-1, 1, 4 * kHidden, at::kDouble).reshape({4, kHidden});
+  reference->forward(x).pow(2).mean().backward();
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Blocks model = make_blocks();
+    fully_shard(*model->first, mesh);
+    fully_shard(*model->second, mesh);
+    const FSDPModule root = fully_shard(*model, mesh);
+    EXPECT_TRUE(root.sharded_parameters().empty());
+    model->forward(x.chunk(4)[rank]).pow(2).mean().backward();
+    const auto want = reference->named_parameters();
+    for (const auto& p : model->named_parameters()) {
+      EXPECT_TRUE(at::allclose(DTensor(p->grad()).full_tensor(), want[p.key()].grad(), 0, 1e-12))
+          << p.key();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace dtensor::nn
