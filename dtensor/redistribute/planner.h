@@ -68,7 +68,8 @@ DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
 DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
     const DTensorSpec& source, const std::vector<PlacementPtr>& target_placements);
 
-// Runs `plan` on the calling rank's local tensor of `plan`'s source spec.
+// Runs `plan` on the calling rank's local tensor of `plan`'s source spec,
+// which may have any strides (transition.h).
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
 
 }  // namespace dtensor

@@ -124,7 +124,10 @@ class Transition {
   // only the group's mesh dims change, or change alike), so it may serve the
   // planner's cross steps, which also change mesh dims outside the group.
   virtual bool reads_layouts_only() const { return false; }
-  // The calling rank's target local tensor (contiguous) from its source one.
+  // The calling rank's target local tensor (contiguous) from its source
+  // one. `local` may have any strides (the shard of a transposed DTensor,
+  // say): a transition whose collective needs a contiguous buffer makes one
+  // itself, so that callers never copy ahead of steps that need no copy.
   virtual at::Tensor run(const at::Tensor& local, const StepContext& step) const = 0;
 
   bool communicates() const { return collective() != "local"; }

@@ -165,6 +165,36 @@ std::vector<Case> one_dim_cases() {
 
 // Complex pending sums reduce part by part: P -> R (all-reduce) and P -> S
 // (reduce-scatter, uneven) equal the sum of the terms.
+// `local` with the same sizes and values, its dims laid out in memory in
+// reverse order (the shard of a transposed DTensor, say).
+at::Tensor reversed_memory(const at::Tensor& local) {
+  std::vector<int64_t> reversed(local.dim());
+  for (int64_t d = 0; d < local.dim(); ++d) reversed[d] = local.dim() - 1 - d;
+  return local.permute(reversed).contiguous().permute(reversed);
+}
+
+// Shards of any strides redistribute exactly, every transition included:
+// those whose collective needs a contiguous buffer make it themselves.
+TEST(RedistributeTest, StridedShardsRedistributeExactly) {
+  const auto check = [](const std::string& from, const std::string& to, const DeviceMesh& mesh) {
+    SCOPED_TRACE(from + " -> " + to);
+    auto [source, global] = make_source(make_global({7, 5}), mesh, parse_placements(from));
+    const DTensor strided(reversed_memory(source.to_local()), source.spec_ptr());
+    const DTensor out = strided.redistribute(parse_placements(to));
+    EXPECT_TRUE(at::equal(out.to_local(), source.redistribute(parse_placements(to)).to_local()));
+    EXPECT_TRUE(at::equal(out.full_tensor(), global));
+  };
+  run_ranks(4, [&](int) {
+    const DeviceMesh line = init_device_mesh("local", {4});
+    for (const Case& c : one_dim_cases()) check(c.from, c.to, line);
+    const DeviceMesh square = init_device_mesh("local", {2, 2});
+    check("P(sum),P(sum)", "R,R", square);
+    check("R,S(0)", "S(0),R", square);
+    check("S(0),S(1)", "S(1),S(0)", square);
+    check("SS(0,2),S(0)", "R,R", square);
+  });
+}
+
 TEST(RedistributeTest, ComplexPartialSums) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
