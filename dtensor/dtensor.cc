@@ -335,18 +335,17 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
   }
   const bool gather = options.run_check || !options.shape || has_ragged;
   check_local_input(local, mesh, "from_local", /*check_device=*/!gather);
-  const at::Tensor contiguous = local.contiguous();
   std::vector<int64_t> shape;
   std::optional<GatheredLocals> locals;
   if (gather) {
-    locals = gather_locals({contiguous, placements, options.shape, options.stride}, mesh);
+    locals = gather_locals({local, placements, options.shape, options.stride}, mesh);
     for (size_t r = 0; r < locals->dtypes.size(); ++r) {
-      DTENSOR_CHECK(locals->dtypes[r] == static_cast<int64_t>(contiguous.scalar_type()),
+      DTENSOR_CHECK(locals->dtypes[r] == static_cast<int64_t>(local.scalar_type()),
                     "from_local: expected every rank's local dtype to be the same, found ",
                     static_cast<c10::ScalarType>(locals->dtypes[0]), " on mesh rank 0 and ",
                     static_cast<c10::ScalarType>(locals->dtypes[r]), " on mesh rank ", r);
-      DTENSOR_CHECK(locals->shapes[r].size() == static_cast<size_t>(contiguous.dim()),
-                    "from_local: expected every rank's local tensor to have ", contiguous.dim(),
+      DTENSOR_CHECK(locals->shapes[r].size() == static_cast<size_t>(local.dim()),
+                    "from_local: expected every rank's local tensor to have ", local.dim(),
                     " dims, found ", locals->shapes[r].size(), " on mesh rank ", r);
     }
     resolved = learn_ragged_units(placements, *locals, mesh);
@@ -355,17 +354,12 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
     shape = *options.shape;
   } else {
     DTENSOR_CHECK(
-        merged_leading_dims(normalize_placements(resolved, contiguous.dim(), mesh.shape())) <= 1,
+        merged_leading_dims(normalize_placements(resolved, local.dim(), mesh.shape())) <= 1,
         "from_local: a Ragged placement merging several dims needs options.shape");
-    shape = infer_global_shape(normalize_placements(resolved, contiguous.dim(), mesh.shape()),
-                               *locals, mesh);
+    shape = infer_global_shape(normalize_placements(resolved, local.dim(), mesh.shape()), *locals,
+                               mesh);
   }
-  auto spec = std::make_shared<const DTensorSpec>(mesh, resolved, shape, contiguous.scalar_type());
-  if (options.stride) {
-    DTENSOR_CHECK(*options.stride == spec->stride(), "from_local: stride: expected the row-major [",
-                  absl::StrJoin(spec->stride(), ", "), "], found [",
-                  absl::StrJoin(*options.stride, ", "), "]");
-  }
+  auto spec = std::make_shared<const DTensorSpec>(mesh, resolved, shape, local.scalar_type());
   if (locals) {
     for (int64_t flat = 0; flat < mesh.size(); ++flat) {
       const LocalLayout layout = spec->layout_at(grid_coordinate(flat, mesh.shape()));
@@ -375,7 +369,17 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
                     spec->to_string());
     }
   }
-  return DTensor(contiguous, spec);
+  // The given tensor itself, strides and memory, as PyTorch keeps it: no copy.
+  DTensor out(local, spec);
+  if (options.stride) {
+    const c10::IntArrayRef strides = out.tensor().strides();
+    DTENSOR_CHECK(c10::IntArrayRef(*options.stride) == strides,
+                  "from_local: stride: expected the DTensor's strides [",
+                  absl::StrJoin(strides, ", "),
+                  "] (row-major over the dims in the local tensor's memory order), found [",
+                  absl::StrJoin(*options.stride, ", "), "]");
+  }
+  return out;
 }
 
 }  // namespace dtensor

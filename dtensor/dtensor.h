@@ -120,13 +120,16 @@ struct FromLocalOptions {
   bool run_check = true;
   // The global shape; inferred from every rank's local shape when absent.
   std::optional<std::vector<int64_t>> shape;
-  // Must be the row-major strides of the shape when given (DTensors are
-  // contiguous globally).
+  // Must be the DTensor's strides when given: the row-major strides of the
+  // shape, taken in the memory order of the local tensor's dims (a
+  // transposed local tensor gives a transposed DTensor).
   std::optional<std::vector<int64_t>> stride;
 };
 
-// Builds a DTensor from each rank's shard. Ragged placements learn their units
-// from the local row counts (one small all-gather).
+// Builds a DTensor from each rank's shard. The shard is `local` itself, with
+// its strides and memory, as PyTorch's from_local keeps it (no copy): writes
+// through either are seen by both. Ragged placements learn their units from
+// the local row counts (one small all-gather).
 DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
                    const std::vector<PlacementPtr>& placements, FromLocalOptions options = {});
 

@@ -57,9 +57,10 @@ class DeviceMesh::Context {
 
   // Newest first, in the same order on every rank: tearing a communicator
   // down can be collective (NCCL), and a hash map's order differs between
-  // processes.
+  // processes. A split goes before the communicator it was split from.
   ~Context() {
     cache_.clear();
+    splits_.clear();
     while (!created_.empty()) created_.pop_back();
   }
 
@@ -85,26 +86,51 @@ class DeviceMesh::Context {
     return comm;
   }
 
+  // The calling rank's group of `partition` (groups of world ranks, each
+  // inside one of `parent`'s groups), split out of `parent`: collective over
+  // `parent` on a cache miss. Keyed by `parent`, whose ranks all take part in
+  // every split of it, so they agree on whether one is needed.
+  std::shared_ptr<Communicator> split_of(const std::shared_ptr<Communicator>& parent,
+                                         Partition partition) {
+    std::sort(partition.begin(), partition.end());
+    SplitKey key{parent.get(), std::move(partition)};
+    auto it = splits_.find(key);
+    if (it != splits_.end()) return it->second;
+    const auto [color, rank_key] = color_and_key(key.second);
+    std::shared_ptr<Communicator> comm = parent->split(color, rank_key);
+    splits_.emplace(std::move(key), comm);
+    created_.push_back(comm);
+    return comm;
+  }
+
  private:
+  using SplitKey = std::pair<const Communicator*, Partition>;
+
   std::shared_ptr<Communicator> create(const Partition& partition) {
     std::vector<int64_t> everyone(world_->size());
     std::iota(everyone.begin(), everyone.end(), 0);
     if (partition.size() == 1 && partition[0] == everyone) return world_;
-    int color = -1;
-    int key = 0;
+    const auto [color, key] = color_and_key(partition);
+    return world_->split(color, key);
+  }
+
+  // The split arguments that put the calling rank into its group of
+  // `partition`, ordered as listed there: the group's index and the rank's
+  // position in it (-1 and 0 when it is in none).
+  std::pair<int, int> color_and_key(const Partition& partition) const {
     for (size_t g = 0; g < partition.size(); ++g) {
       auto pos = std::find(partition[g].begin(), partition[g].end(), world_->rank());
       if (pos != partition[g].end()) {
-        color = static_cast<int>(g);
-        key = static_cast<int>(pos - partition[g].begin());
+        return {static_cast<int>(g), static_cast<int>(pos - partition[g].begin())};
       }
     }
-    return world_->split(color, key);
+    return {-1, 0};
   }
 
   std::shared_ptr<Communicator> world_;
   DeviceMesh root_;
   absl::flat_hash_map<Partition, std::shared_ptr<Communicator>> cache_;
+  absl::flat_hash_map<SplitKey, std::shared_ptr<Communicator>> splits_;
   std::vector<std::shared_ptr<Communicator>> created_;  // in creation order
 };
 
@@ -276,6 +302,25 @@ std::vector<int64_t> DeviceMesh::group_ranks(int64_t dim) const {
 const std::shared_ptr<Communicator>& DeviceMesh::communicator(int64_t dim) const {
   coordinate();  // throws for a rank outside the mesh
   return dim_communicators_[normalize_dim(dim)];
+}
+
+std::shared_ptr<Communicator> DeviceMesh::group_communicator(
+    const std::vector<int64_t>& dims) const {
+  coordinate();  // throws for a rank outside the mesh
+  DTENSOR_CHECK(!dims.empty(), "DeviceMesh::group_communicator: expected at least one dim, ",
+                "found none");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    DTENSOR_CHECK(dims[i] >= 0 && dims[i] < ndim() && (i == 0 || dims[i] > dims[i - 1]),
+                  "DeviceMesh::group_communicator: expected distinct dims of the ", ndim(),
+                  "-D mesh in increasing order, found ", c10::IntArrayRef(dims));
+  }
+  if (dims.size() == 1) return dim_communicators_[dims[0]];
+  std::vector<int64_t> run(dims.back() - dims.front() + 1);
+  std::iota(run.begin(), run.end(), dims.front());
+  std::shared_ptr<Communicator> covering =
+      context_->communicator_for(partition(run, /*all_siblings=*/true));
+  if (run.size() == dims.size()) return covering;
+  return context_->split_of(covering, partition(dims, /*all_siblings=*/false));
 }
 
 const std::shared_ptr<Communicator>& DeviceMesh::world() const { return context_->world(); }

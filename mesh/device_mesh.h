@@ -17,13 +17,15 @@
 // communicator: every world rank, also one outside the mesh, makes the same
 // call in the same order. They also create the communicators of every run of
 // adjacent dims, so DTensor calls on the mesh (merged redistribute steps
-// included) involve the mesh's ranks only. Slicing (`operator[]`) is local
-// and never creates a communicator: the sub-mesh is the calling rank's slice
-// and reuses the communicators of the dims it keeps; merging dims of a slice
-// that are not adjacent in its root (pp and tp of (pp, dp, tp)) creates a
-// communicator on first use, collectively over the world. Communicators for a
-// given set of groups are created once and shared by every mesh derived from
-// the same root.
+// included) involve the mesh's ranks only. Groups of dims that are not
+// adjacent (dims 0 and 2 of a 3-D mesh) get theirs on first use, split from a
+// run's communicator by the mesh's ranks alone (`group_communicator`).
+// Slicing (`operator[]`) is local and never creates a communicator: the
+// sub-mesh is the calling rank's slice and reuses the communicators of the
+// dims it keeps; merging dims of a slice that are not adjacent in its root
+// (pp and tp of (pp, dp, tp)) creates a communicator on first use,
+// collectively over the world. Communicators for a given set of groups are
+// created once and shared by every mesh derived from the same root.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +84,23 @@ class DeviceMesh {
   std::vector<int64_t> group_ranks(int64_t dim) const;
   // The communicator of the calling rank's group along `dim`.
   const std::shared_ptr<Communicator>& communicator(int64_t dim) const;
+  // The communicator of the calling rank's group spanning `dims` (distinct,
+  // in mesh order), its members in row-major order over them: the group a
+  // redistribute step changing those dims alike runs its one collective on.
+  //  * One dim: that dim's communicator.
+  //  * A run of adjacent dims: the one created with the mesh (for a slice
+  //    whose dims are not adjacent in its root: created on first use,
+  //    collectively over the world, as `flatten` does).
+  //  * Any other set, such as dims {0, 2} of a 3-D mesh: created on first
+  //    use by splitting the communicator of the run from the first to the
+  //    last of `dims`, so collectively over that run's group only, whose
+  //    ranks are this mesh's and make the same DTensor calls; never over the
+  //    world, whose other ranks need not take part. Lazily rather than with
+  //    the mesh, as runs are: an N-D mesh has 2^N - N - 1 such sets, each a
+  //    costly communicator on NCCL, and few are ever used. Cached per run
+  //    communicator, which every split of it involves entirely, so its
+  //    ranks always agree on whether one is needed.
+  std::shared_ptr<Communicator> group_communicator(const std::vector<int64_t>& dims) const;
   // The world communicator the mesh was built on.
   const std::shared_ptr<Communicator>& world() const;
   // Where tensors of this mesh live (the backend's device).

@@ -92,7 +92,7 @@ at::Tensor local_as(const at::Tensor& tensor, const std::vector<PlacementPtr>& p
   const DTensorImpl* impl = dtensor_impl(tensor);
   const RedistributePlan& plan = plan_redistribute(*impl->spec(), placements);
   if (plan.steps.empty()) return impl->local();
-  return execute_plan(plan, impl->local().contiguous());
+  return execute_plan(plan, impl->local());
 }
 
 constexpr int64_t kReductionNone = 0;

@@ -20,7 +20,7 @@ at::Tensor redistribute_local(const at::Tensor& tensor, const DTensorSpecPtr& ta
   const DTensorImpl* impl = dtensor_impl(tensor);
   if (impl->spec() == target || *impl->spec() == *target) return tensor;
   const RedistributePlan& plan = plan_redistribute(*impl->spec(), *target);
-  return make_dtensor_tensor(execute_plan(plan, impl->local().contiguous()), plan.target);
+  return make_dtensor_tensor(execute_plan(plan, impl->local()), plan.target);
 }
 
 DTensorSpecPtr gradient_spec(const DTensorSpec& spec) {

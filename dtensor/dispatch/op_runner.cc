@@ -71,7 +71,7 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
   if (source == target) return local;
   const RedistributePlan& plan = plan_redistribute(*source, target->placements());
   if (plan.steps.empty()) return local;
-  return execute_plan(plan, local.contiguous());
+  return execute_plan(plan, local);
 }
 
 // The call's arguments with every tensor replaced by its local shard at the

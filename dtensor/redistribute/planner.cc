@@ -1,9 +1,11 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/redistribute/planner.h>
 
+#include <algorithm>
 #include <functional>
 #include <iomanip>
 #include <map>
+#include <numeric>
 #include <queue>
 #include <sstream>
 
@@ -24,18 +26,64 @@ using redistribute_internal::GroupExchange;
 using redistribute_internal::groups_hold_their_targets;
 using Placements = std::vector<PlacementPtr>;
 
-// A step on mesh dims [first, last] only exchanges data inside its group when
-// no mesh dim to the right splits a tensor dim that the change touches.
-bool is_group_local(const Placements& state, int64_t /*first*/, int64_t last, const Placement& from,
-                    const Placement& to) {
+bool contains(const std::vector<int64_t>& values, int64_t value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+// A step on mesh dims `dims` only exchanges data inside its group when no
+// mesh dim to the right of the first of them, outside the group, splits a
+// tensor dim that the change touches. Then the members' pieces of every
+// touched dim are nested the way those of adjacent dims are (the dims
+// between them split other tensor dims, or none), so a group of dims that
+// are not adjacent gathers, scatters and exchanges in row-major group order
+// exactly as a run does: [S(0),S(1),S(0)] -> [R,S(1),R] gathers dim 0 over
+// mesh dims {0, 2} at once, [S(0),S(0),S(0)] -> [R,S(0),R] is refused.
+bool is_group_local(const Placements& state, const std::vector<int64_t>& dims,
+                    const Placement& from, const Placement& to) {
   std::vector<int64_t> touched = split_tensor_dims(from);
   for (int64_t d : split_tensor_dims(to)) touched.push_back(d);
-  for (size_t m = last + 1; m < state.size(); ++m) {
+  for (int64_t m = dims.front() + 1; m < static_cast<int64_t>(state.size()); ++m) {
+    if (contains(dims, m)) continue;
     for (int64_t d : split_tensor_dims(*state[m])) {
-      if (std::find(touched.begin(), touched.end(), d) != touched.end()) return false;
+      if (contains(touched, d)) return false;
     }
   }
   return true;
+}
+
+// Whether `dims` are adjacent mesh dims.
+bool is_run(const std::vector<int64_t>& dims) {
+  return dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
+}
+
+// The mesh dims [first, last].
+std::vector<int64_t> run_of(int64_t first, int64_t last) {
+  std::vector<int64_t> dims(last - first + 1);
+  std::iota(dims.begin(), dims.end(), first);
+  return dims;
+}
+
+// The groups of mesh dims a step may change alike from `state`: each mesh
+// dim `first` with any of the later mesh dims that hold the same placement,
+// adjacent or not ([P,R,P] -> [R,R,R] is one all-reduce over mesh dims
+// {0, 2}). Meshes have a handful of dims, so listing every subset is cheap.
+std::vector<std::vector<int64_t>> step_groups(const Placements& state) {
+  std::vector<std::vector<int64_t>> groups;
+  const auto ndim = static_cast<int64_t>(state.size());
+  for (int64_t first = 0; first < ndim; ++first) {
+    std::vector<int64_t> alike;
+    for (int64_t m = first + 1; m < ndim; ++m) {
+      if (*state[m] == *state[first]) alike.push_back(m);
+    }
+    for (uint64_t subset = 0; subset < (uint64_t{1} << alike.size()); ++subset) {
+      std::vector<int64_t> dims{first};
+      for (size_t i = 0; i < alike.size(); ++i) {
+        if (subset >> i & 1) dims.push_back(alike[i]);
+      }
+      groups.push_back(std::move(dims));
+    }
+  }
+  return groups;
 }
 
 // The one tensor dim a change from `from` to `to` touches, if it is one.
@@ -65,9 +113,9 @@ bool reduces_in_order(const Placements& state, int64_t m) {
 }
 
 // A group of one rank exchanges nothing, whatever the other mesh dims split.
-bool single_rank_group(const DeviceMesh& mesh, int64_t first, int64_t last) {
+bool single_rank_group(const DeviceMesh& mesh, const std::vector<int64_t>& dims) {
   if (single_rank_groups_communicate()) return false;
-  for (int64_t m = first; m <= last; ++m) {
+  for (int64_t m : dims) {
     if (mesh.size(m) != 1) return false;
   }
   return true;
@@ -82,21 +130,21 @@ double transition_cost(const Transition& transition, const StepContext& context,
   return step_cost(kind, bytes, transition.peers(context), costs);
 }
 
-// Placements a run of mesh dims may move to: the source's, the target's, or
-// Replicate. A Partial is only entered where the target has it.
+// Placements a group of mesh dims may move to: the source's, the target's,
+// or Replicate. A Partial is only entered where the target has it.
 std::vector<PlacementPtr> candidates(const Placements& source, const Placements& target,
-                                     int64_t first, int64_t last) {
+                                     const std::vector<int64_t>& dims) {
   std::vector<PlacementPtr> out;
   out.reserve(3);
   out.push_back(Replicate::make());
   auto uniform = [&](const Placements& list) {
-    for (int64_t m = first + 1; m <= last; ++m) {
-      if (*list[m] != *list[first]) return false;
+    for (int64_t m : dims) {
+      if (*list[m] != *list[dims.front()]) return false;
     }
     return true;
   };
-  if (uniform(target)) out.push_back(target[first]);
-  if (uniform(source) && !source[first]->is_partial()) out.push_back(source[first]);
+  if (uniform(target)) out.push_back(target[dims.front()]);
+  if (uniform(source) && !source[dims.front()]->is_partial()) out.push_back(source[dims.front()]);
   return out;
 }
 
@@ -144,37 +192,38 @@ class Planner {
  private:
   std::vector<PlannedStep> expand(const DTensorSpecPtr& from) {
     const Placements& state = from->placements();
-    const int64_t ndim = static_cast<int64_t>(state.size());
     std::vector<PlannedStep> steps;
-    for (int64_t first = 0; first < ndim; ++first) {
-      if (!reduces_in_order(state, first)) continue;
-      for (int64_t last = first; last < ndim && *state[last] == *state[first]; ++last) {
-        for (const PlacementPtr& to :
-             candidates(source_.placements(), target_.placements(), first, last)) {
-          if (*to == *state[first]) continue;
-          if (to->is_partial() && !state[first]->is_replicate()) continue;
-          const bool local = single_rank_group(from->mesh(), first, last) ||
-                             is_group_local(state, first, last, *state[first], *to);
-          const std::optional<int64_t> touched = single_touched_dim(*state[first], *to);
-          if (!local && !touched) continue;
-          Placements next = state;
-          for (int64_t m = first; m <= last; ++m) next[m] = to;
-          DTensorSpecPtr after = spec_with(*from, std::move(next));
-          if (!after) continue;
-          const auto cost_of = [&](const StepContext& context,
-                                   const Transition& transition) -> std::optional<Costed> {
-            // Passed no structural group-locality rule: check exactly that
-            // the groups hold what they need of the one touched tensor dim.
-            if (!local && !groups_hold_their_targets(*from, *after, first, last, *touched)) {
-              return std::nullopt;
-            }
-            const int64_t bytes = transition.bytes(context);
-            return Costed{bytes, transition_cost(transition, context, bytes,
-                                                 from->mesh().collective_costs())};
-          };
-          if (std::optional<PlannedStep> step = make_step(from, after, first, last, cost_of)) {
-            steps.push_back(std::move(*step));
+    for (const std::vector<int64_t>& dims : step_groups(state)) {
+      // Every Partial left of the last dim must reduce alike: that covers
+      // the dims between non-adjacent ones too.
+      if (!reduces_in_order(state, dims.back())) continue;
+      const Placement& current = *state[dims.front()];
+      for (const PlacementPtr& to : candidates(source_.placements(), target_.placements(), dims)) {
+        if (*to == current) continue;
+        if (to->is_partial() && !current.is_replicate()) continue;
+        const bool local =
+            single_rank_group(from->mesh(), dims) || is_group_local(state, dims, current, *to);
+        const std::optional<int64_t> touched = single_touched_dim(current, *to);
+        // The exact check below knows runs of mesh dims only.
+        if (!local && (!touched || !is_run(dims))) continue;
+        Placements next = state;
+        for (int64_t m : dims) next[m] = to;
+        DTensorSpecPtr after = spec_with(*from, std::move(next));
+        if (!after) continue;
+        const auto cost_of = [&](const StepContext& context,
+                                 const Transition& transition) -> std::optional<Costed> {
+          // Passed no structural group-locality rule: check exactly that
+          // the groups hold what they need of the one touched tensor dim.
+          if (!local &&
+              !groups_hold_their_targets(*from, *after, dims.front(), dims.back(), *touched)) {
+            return std::nullopt;
           }
+          const int64_t bytes = transition.bytes(context);
+          return Costed{
+              bytes, transition_cost(transition, context, bytes, from->mesh().collective_costs())};
+        };
+        if (std::optional<PlannedStep> step = make_step(from, after, dims, cost_of)) {
+          steps.push_back(std::move(*step));
         }
       }
     }
@@ -195,8 +244,8 @@ class Planner {
     for (int64_t first = 0; first < ndim; ++first) {
       for (int64_t last = first; last < ndim; ++last) {
         // A group of one rank is the single-rank copy's, with no collective.
-        if (is_ordinary_step(state, goal, first, last) ||
-            single_rank_group(from->mesh(), first, last)) {
+        const std::vector<int64_t> dims = run_of(first, last);
+        if (is_ordinary_step(state, goal, first, last) || single_rank_group(from->mesh(), dims)) {
           continue;
         }
         if (!after) after = std::make_shared<const DTensorSpec>(target_);
@@ -207,7 +256,7 @@ class Planner {
           return Costed{exchange->rank0_sent_bytes,
                         cross_step_cost(*exchange, from->mesh().collective_costs())};
         };
-        if (std::optional<PlannedStep> step = make_step(from, after, first, last, cost_of)) {
+        if (std::optional<PlannedStep> step = make_step(from, after, dims, cost_of)) {
           steps.push_back(std::move(*step));
         }
       }
@@ -254,13 +303,11 @@ class Planner {
   };
   using CostOf = std::function<std::optional<Costed>(const StepContext&, const Transition&)>;
 
-  // The step on mesh dims [first, last] from `from` to `after`, when a
-  // transition applies and `cost_of` (asked only then: it is the costly
-  // part) finds that the groups hold what they need.
+  // The step on mesh dims `dims` from `from` to `after`, when a transition
+  // applies and `cost_of` (asked only then: it is the costly part) finds
+  // that the groups hold what they need.
   std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, DTensorSpecPtr after,
-                                       int64_t first, int64_t last, const CostOf& cost_of) {
-    std::vector<int64_t> dims;
-    for (int64_t m = first; m <= last; ++m) dims.push_back(m);
+                                       std::vector<int64_t> dims, const CostOf& cost_of) {
     // Seen from coordinate 0: applicability and cost must not depend on which
     // rank plans, or ranks would run different collectives.
     StepContext context(*from, *after, dims, std::vector<int64_t>(from->mesh().ndim(), 0));

@@ -5,12 +5,14 @@
 //
 // A redistribute from spec A to spec B (same mesh, shape and dtype) is planned
 // by a shortest-path search over placement states: each edge changes one mesh
-// dim (or a run of adjacent mesh dims changing alike, on one flattened
-// communicator) through a registered Transition, and costs a per-collective
-// latency plus the bytes it moves (all-to-all weighted higher). An edge exists
-// only where the step is local to its group: no mesh dim to the right of the
-// changing ones splits a tensor dim that the change touches (so [S(0),S(0)] ->
-// [R,R] gathers the inner mesh dim first). A cross step goes straight to the
+// dim (or several mesh dims changing alike, adjacent or not, on one
+// communicator over their group: [P,R,P] -> [R,R,R] is one all-reduce over
+// mesh dims {0, 2}) through a registered Transition, and costs a
+// per-collective latency plus the bytes it moves (all-to-all weighted
+// higher). An edge exists only where the step is local to its group: no mesh
+// dim right of the first changing one, other than the changing ones, splits
+// a tensor dim that the change touches (so [S(0),S(0)] -> [R,R] gathers the
+// inner mesh dim first). A cross step goes straight to the
 // target over one run of mesh dims while others change too, when each
 // rank's group there holds exactly what the rank needs: [R,S(0)] -> [S(0),R]
 // is one exchange inside the mesh-dim-1 groups (half the bytes of a gather,
@@ -32,7 +34,7 @@
 namespace dtensor {
 
 struct PlannedStep {
-  std::vector<int64_t> mesh_dims;  // adjacent mesh dims that change
+  std::vector<int64_t> mesh_dims;  // the mesh dims that change alike, in mesh order
   DTensorSpecPtr before;
   DTensorSpecPtr after;
   std::shared_ptr<const Transition> transition;
@@ -66,7 +68,8 @@ DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
 DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
     const DTensorSpec& source, const std::vector<PlacementPtr>& target_placements);
 
-// Runs `plan` on the calling rank's local tensor of `plan`'s source spec.
+// Runs `plan` on the calling rank's local tensor of `plan`'s source spec,
+// which may have any strides (transition.h).
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
 
 }  // namespace dtensor

@@ -15,7 +15,7 @@ at::Tensor reduce_terms(const at::Tensor& term, const DeviceMesh& mesh,
   const DTensorSpec terms(mesh, placements, term.sizes().vec(), term.scalar_type());
   const RedistributePlan& plan =
       plan_redistribute(terms, std::vector<PlacementPtr>(mesh.ndim(), Replicate::make()));
-  return execute_plan(plan, term.contiguous());
+  return execute_plan(plan, term);
 }
 
 }  // namespace dtensor

@@ -74,15 +74,7 @@ bool single_rank_groups_communicate() {
 int64_t StepContext::element_size() const { return c10::elementSize(source_.dtype()); }
 
 const std::shared_ptr<Communicator>& StepContext::communicator() const {
-  if (communicator_) return communicator_;
-  const DeviceMesh& mesh = source_.mesh();
-  if (mesh_dims_.size() == 1) {
-    communicator_ = mesh.communicator(mesh_dims_[0]);
-  } else {
-    std::vector<std::string> names;
-    for (int64_t dim : mesh_dims_) names.push_back(mesh.dim_names()[dim]);
-    communicator_ = mesh[names].flatten("redistribute_group").communicator(0);
-  }
+  if (!communicator_) communicator_ = source_.mesh().group_communicator(mesh_dims_);
   return communicator_;
 }
 

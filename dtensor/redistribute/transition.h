@@ -3,9 +3,10 @@
 // dtensor/redistribute/transition.h: one redistribute step, and the registry
 // of ways to perform it.
 //
-// A step changes the placement of one mesh dim, or of several adjacent mesh
-// dims that change alike (they then run on one flattened communicator), from
-// `source` to `target` spec, every other mesh dim unchanged. A `Transition`
+// A step changes the placement of one mesh dim, or of several mesh dims that
+// change alike, adjacent or not (they then run on one communicator over
+// their group, DeviceMesh::group_communicator), from `source` to `target`
+// spec, every other mesh dim unchanged. A `Transition`
 // says whether it can perform a step, what it costs, and performs it on the
 // calling rank's local tensor with one collective (or none). The planner
 // (planner.h) picks, for each step, the cheapest registered transition that
@@ -41,7 +42,8 @@ namespace dtensor {
 // Everything a transition needs to know about one step on the calling rank.
 class StepContext {
  public:
-  // `mesh_dims` are adjacent and change from source to target placements.
+  // `mesh_dims` (in mesh order, not necessarily adjacent) change from source
+  // to target placements.
   // The step is seen from the rank at `coordinate` (default: the calling
   // rank); the planner looks from coordinate 0 so that every rank plans alike.
   StepContext(const DTensorSpec& source, const DTensorSpec& target, std::vector<int64_t> mesh_dims,
@@ -71,7 +73,7 @@ class StepContext {
   int64_t target_merged() const { return merged_leading_dims(target_.placements()); }
   // Elements of one local tensor element, in bytes.
   int64_t element_size() const;
-  // The group's communicator (flattened when several mesh dims change);
+  // The group's communicator (over all of mesh_dims when several change);
   // looked up once per context.
   const std::shared_ptr<Communicator>& communicator() const;
 
@@ -122,7 +124,10 @@ class Transition {
   // only the group's mesh dims change, or change alike), so it may serve the
   // planner's cross steps, which also change mesh dims outside the group.
   virtual bool reads_layouts_only() const { return false; }
-  // The calling rank's target local tensor (contiguous) from its source one.
+  // The calling rank's target local tensor (contiguous) from its source
+  // one. `local` may have any strides (the shard of a transposed DTensor,
+  // say): a transition whose collective needs a contiguous buffer makes one
+  // itself, so that callers never copy ahead of steps that need no copy.
   virtual at::Tensor run(const at::Tensor& local, const StepContext& step) const = 0;
 
   bool communicates() const { return collective() != "local"; }

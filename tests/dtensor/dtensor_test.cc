@@ -289,6 +289,37 @@ TEST(DTensorTest, FromLocalInfersTwoDimMeshShape) {
   });
 }
 
+// As PyTorch's from_local: the shard is the given tensor itself, strides and
+// memory (PyTorch's test_dtensor_stride): a permuted local gives a DTensor
+// with the global strides in that order, and no copy is made.
+TEST(DTensorTest, FromLocalKeepsTheLocalTensorsStrides) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor global = make_global({4, 32, 8});
+    // [4, 8, 8] laid out in memory as [8, 4, 8]: strides (8, 1, 32).
+    const at::Tensor local =
+        global.narrow(1, 8 * rank, 8).permute({2, 0, 1}).contiguous().permute({1, 2, 0});
+    ASSERT_EQ(local.strides(), (Shape{8, 1, 32}));
+    const DTensor dt = from_local(local, mesh, parse_placements("S(1)"));
+    EXPECT_EQ(dt.to_local().strides(), (Shape{8, 1, 32}));
+    EXPECT_EQ(dt.to_local().data_ptr(), local.data_ptr());
+    EXPECT_EQ(dt.tensor().strides(), (Shape{8 * 4, 1, 32 * 4}));
+    EXPECT_TRUE(at::equal(dt.full_tensor(), global));
+    // A transposed shard: [2, 16] rows, given as the [16, 2] view of S(1).
+    const at::Tensor rows = make_global({8, 16}).narrow(0, 2 * rank, 2).contiguous();
+    const DTensor t = from_local(rows.t(), mesh, parse_placements("S(1)"));
+    EXPECT_EQ(t.to_local().strides(), (Shape{1, 16}));
+    EXPECT_EQ(t.to_local().data_ptr(), rows.data_ptr());
+    EXPECT_TRUE(at::equal(t.full_tensor(), make_global({8, 16}).t()));
+    // options.stride names the DTensor's strides.
+    FromLocalOptions options;
+    options.shape = Shape{16, 8};
+    options.stride = Shape{1, 16};
+    EXPECT_EQ(from_local(rows.t(), mesh, parse_placements("S(1)"), options).tensor().strides(),
+              (Shape{1, 16}));
+  });
+}
+
 TEST(DTensorTest, FromLocalExplicitShape) {
   run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});

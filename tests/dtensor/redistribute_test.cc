@@ -165,6 +165,36 @@ std::vector<Case> one_dim_cases() {
 
 // Complex pending sums reduce part by part: P -> R (all-reduce) and P -> S
 // (reduce-scatter, uneven) equal the sum of the terms.
+// `local` with the same sizes and values, its dims laid out in memory in
+// reverse order (the shard of a transposed DTensor, say).
+at::Tensor reversed_memory(const at::Tensor& local) {
+  std::vector<int64_t> reversed(local.dim());
+  for (int64_t d = 0; d < local.dim(); ++d) reversed[d] = local.dim() - 1 - d;
+  return local.permute(reversed).contiguous().permute(reversed);
+}
+
+// Shards of any strides redistribute exactly, every transition included:
+// those whose collective needs a contiguous buffer make it themselves.
+TEST(RedistributeTest, StridedShardsRedistributeExactly) {
+  const auto check = [](const std::string& from, const std::string& to, const DeviceMesh& mesh) {
+    SCOPED_TRACE(from + " -> " + to);
+    auto [source, global] = make_source(make_global({7, 5}), mesh, parse_placements(from));
+    const DTensor strided(reversed_memory(source.to_local()), source.spec_ptr());
+    const DTensor out = strided.redistribute(parse_placements(to));
+    EXPECT_TRUE(at::equal(out.to_local(), source.redistribute(parse_placements(to)).to_local()));
+    EXPECT_TRUE(at::equal(out.full_tensor(), global));
+  };
+  run_ranks(4, [&](int) {
+    const DeviceMesh line = init_device_mesh("local", {4});
+    for (const Case& c : one_dim_cases()) check(c.from, c.to, line);
+    const DeviceMesh square = init_device_mesh("local", {2, 2});
+    check("P(sum),P(sum)", "R,R", square);
+    check("R,S(0)", "S(0),R", square);
+    check("S(0),S(1)", "S(1),S(0)", square);
+    check("SS(0,2),S(0)", "R,R", square);
+  });
+}
+
 TEST(RedistributeTest, ComplexPartialSums) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
@@ -304,6 +334,73 @@ TEST(RedistributeTest, ThreeDimMeshIssueCase) {
       run_nd("S(0),S(0),S(0)", "S(1),S(1),S(1)", shape, mesh, 3, /*exact=*/false);
       run_nd("S(0),S(0),S(0)", "R,R,R", shape, mesh, 3, /*exact=*/false);
       run_nd("S(0),S(1),R", "R,S(0),S(1)", shape, mesh, 3, /*exact=*/false);
+    }
+  });
+}
+
+// Mesh dims that change alike merge into one collective whether or not they
+// are adjacent: [P,R,P] -> [R,R,R] on a 2x2x2 mesh is one all-reduce over
+// mesh dims {0, 2} (PyTorch's count), and gathers, reduce-scatters and
+// exchanges over them keep the order of the pieces exactly, uneven and empty
+// ones included, when the mesh dim between splits another tensor dim.
+TEST(RedistributeTest, NonAdjacentMeshDimsMergeIntoOneCollective) {
+  run_ranks(8, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2, 2});
+    const std::vector<Case> cases = {
+        {"P(sum),R,P(sum)", "R,R,R", 1, {"all_reduce"}},
+        {"P(sum),S(0),P(sum)", "R,S(0),R", 1, {"all_reduce"}},
+        {"P(sum),S(1),P(sum)", "S(0),S(1),S(0)", 1, reduce_scatters()},
+        {"S(0),S(1),S(0)", "R,S(1),R", 1, gathers()},
+        {"S(0),R,S(0)", "S(1),R,S(1)", 1, all_to_alls()},
+    };
+    for (const Shape& shape : {Shape{8, 4}, Shape{7, 5}, Shape{3, 2}}) {
+      for (const Case& c : cases) run_case(c, make_global(shape), mesh);
+    }
+    DTensorSpec source(mesh, parse_placements("P(sum),R,P(sum)"), Shape{8, 4}, at::kFloat);
+    const RedistributePlan& plan = plan_redistribute(source, parse_placements("R,R,R"));
+    ASSERT_EQ(plan.steps.size(), 1u) << plan.to_string();
+    EXPECT_EQ(plan.steps[0].mesh_dims, (std::vector<int64_t>{0, 2}));
+    const std::string text = plan.to_string();
+    EXPECT_EQ(text.rfind("mesh dims 0,2: P(sum),R,P(sum) -> R,R,R  all_reduce  192 bytes", 0), 0u)
+        << text;
+  });
+}
+
+// Partials reduce left to right by mesh dim: with a max between two sums,
+// mesh dims 0 and 2 must not reduce together (the sum over both, then the
+// max, is another number).
+TEST(RedistributeTest, NonAdjacentPartialsKeepTheReductionOrder) {
+  run_ranks(8, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2, 2});
+    const at::Tensor base = make_global({3, 2});
+    // The term at (i, j, k): large where j == k, so the max over j picks
+    // another j for each k.
+    auto term = [&](int64_t i, int64_t j, int64_t k) { return base * (i + 1) * (j == k ? 10 : 1); };
+    at::Tensor expected = at::zeros_like(base);
+    for (int64_t k = 0; k < 2; ++k) {
+      at::Tensor best;
+      for (int64_t j = 0; j < 2; ++j) {
+        const at::Tensor sum = term(0, j, k) + term(1, j, k);
+        best = best.defined() ? at::maximum(best, sum) : sum;
+      }
+      expected = expected + best;
+    }
+    const std::vector<int64_t>& c = mesh.coordinate();
+    const DTensor source =
+        from_local(term(c[0], c[1], c[2]), mesh, parse_placements("P(sum),P(max),P(sum)"));
+    EXPECT_TRUE(at::equal(source.redistribute(parse_placements("R,R,R")).to_local(), expected));
+  });
+}
+
+// The communicator of a merged group of mesh dims that are not adjacent is
+// made by the mesh's ranks alone: world ranks outside the mesh leave at once.
+TEST(RedistributeTest, NonAdjacentMergeOnAMeshOverPartOfTheWorld) {
+  run_ranks(10, [](int rank) {
+    DeviceMesh mesh(local_world(), {2, 2, 2}, {}, {9, 8, 7, 6, 5, 4, 3, 2});
+    if (rank < 2) return;
+    for (const Shape& shape : {Shape{8, 4}, Shape{7, 5}}) {
+      run_case({"P(sum),R,P(sum)", "R,R,R", 1, {"all_reduce"}}, make_global(shape), mesh);
+      run_case({"S(0),S(1),S(0)", "R,S(1),R", 1, gathers()}, make_global(shape), mesh);
     }
   });
 }

@@ -133,6 +133,13 @@ run plan --mesh 2,2 --shape 8,8 --from "S(0),S(0)" --to "R,R" --json
 expect_rc 0
 expect_count 1 '^\{"step":1,"mesh_dim":null,"mesh_dims":\[0,1\],"src":"S\(0\),S\(0\)","dst":"R,R",'
 
+# Mesh dims 0 and 2 change alike: one all-reduce over both, not adjacent.
+case_name="plan json non-adjacent merged step"
+run plan --mesh 2,2,2 --shape 8,8 --from "P(sum),R,P(sum)" --to "R,R,R" --json
+expect_rc 0
+expect_count 1 '^\{"step":1,"mesh_dim":null,"mesh_dims":\[0,2\],"src":"P\(sum\),R,P\(sum\)","dst":"R,R,R","collective":"all_reduce",'
+expect_count 1 '^\{"totals":\{"steps":1,"collectives":1,'
+
 case_name="plan text"
 run plan --mesh 2,2 --shape 8,8 --from "S(0),S(1)" --to "S(0),S(0)" --dtype float64
 expect_rc 0

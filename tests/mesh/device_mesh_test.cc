@@ -110,6 +110,36 @@ TEST(DeviceMeshTest, FlattenCreatesOneCachedCommunicator) {
   });
 }
 
+// A group of dims that are not adjacent gets its communicator on first use,
+// split by the mesh's ranks alone: here the mesh leaves out world ranks 0
+// and 1, which never take part, and lists the others out of order.
+TEST(DeviceMeshTest, GroupCommunicatorsOfAnyDims) {
+  run_ranks(10, [](int rank) {
+    const std::vector<int64_t> ranks = {9, 8, 7, 6, 5, 4, 3, 2};
+    DeviceMesh mesh(local_world(), {2, 2, 2}, {"a", "b", "c"}, ranks);
+    if (rank < 2) return;
+    const std::vector<int64_t>& c = mesh.coordinate();
+    EXPECT_EQ(mesh.group_communicator({1}).get(), mesh.communicator(1).get());
+    const std::shared_ptr<Communicator> outer = mesh.group_communicator({0, 2});
+    // Members row-major over (a, c): b fixed.
+    std::vector<int64_t> expected;
+    for (int64_t a = 0; a < 2; ++a) {
+      for (int64_t cc = 0; cc < 2; ++cc) expected.push_back(mesh.rank_at({a, c[1], cc}));
+    }
+    EXPECT_EQ(members_of(*outer), expected);
+    EXPECT_EQ(outer->rank(), c[0] * 2 + c[2]);
+    EXPECT_EQ(mesh.group_communicator({0, 2}).get(), outer.get());
+    // A run is the one made with the mesh.
+    EXPECT_EQ(members_of(*mesh.group_communicator({1, 2})), (mesh[{"b", "c"}].ranks()));
+    EXPECT_EQ(mesh.group_communicator({0, 1, 2})->size(), 8);
+    DTENSOR_EXPECT_ERROR(
+        mesh.group_communicator({2, 0}),
+        "expected distinct dims of the 3-D mesh in increasing order, found [2, 0]");
+    DTENSOR_EXPECT_ERROR(mesh.group_communicator({0, 3}), "found [0, 3]");
+    DTENSOR_EXPECT_ERROR(mesh.group_communicator({}), "expected at least one dim, found none");
+  });
+}
+
 TEST(DeviceMeshTest, UnflattenSplitsADim) {
   run_ranks(8, [](int /*rank*/) {
     DeviceMesh flat = init_device_mesh("local", {8}, {"world"});

@@ -9,6 +9,7 @@
 #include <dtensor/mesh/communicator.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include "tests/support/redistribute_cases.h"
 
 namespace dtensor {
@@ -36,6 +37,25 @@ TEST(MpiRedistributeTest, RandomCasesRoundTrip) {
 TEST(MpiRedistributeTest, IssueCollectiveCounts) {
   skip_unless_four_ranks();
   testing::check_issue_collective_counts(init_device_mesh("mpi", {2, 2}, {"dp", "tp"}));
+}
+
+// Mesh dims 0 and 2 are not adjacent: [P,R,P] -> [R,R,R] is still one
+// all-reduce, on a communicator split out of the mesh's own by MPI (ranks
+// listed out of order, so group order is the mesh's, not the world's).
+TEST(MpiRedistributeTest, NonAdjacentPartialsReduceInOneAllReduce) {
+  skip_unless_four_ranks();
+  DeviceMesh mesh(make_world_communicator("mpi"), {2, 1, 2}, {}, {3, 1, 2, 0});
+  const at::Tensor global = at::arange(35, at::kDouble).reshape({7, 5});
+  const std::vector<int64_t>& c = mesh.coordinate();
+  const DTensor terms =
+      from_local(global * (1 + c[0] + 2 * c[2]), mesh, parse_placements("P(sum),R,P(sum)"));
+  CollectiveCounter counter;
+  const DTensor sum = terms.redistribute(parse_placements("R,R,R"));
+  EXPECT_EQ(counter.total(), 1);
+  EXPECT_EQ(counter.count("all_reduce"), 1);
+  EXPECT_TRUE(at::equal(sum.to_local(), global * 10));
+  const DTensor rows = distribute_tensor(global, mesh, parse_placements("S(0),R,S(0)"));
+  EXPECT_TRUE(at::equal(rows.redistribute(parse_placements("R,R,R")).to_local(), global));
 }
 
 // A lazy conjugate or negation given as a local shard is laid out by its

@@ -84,6 +84,39 @@ TEST(DispatchTest, WrapperReportsGlobalMetadata) {
   });
 }
 
+// As PyTorch's: the shard of a view is the local kernel's view of the viewed
+// shard, its strides and memory included (no contiguous copy), and later
+// collectives on such a shard are exact.
+TEST(DispatchTest, ViewsKeepTheLocalViewsStrides) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = iota({8, 16});
+    const DTensor rows = dist(a, mesh, "S(0)");  // local [2, 16]
+    for (const at::Tensor& view : {rows.tensor().t(), rows.tensor().transpose(0, 1)}) {
+      const DTensor t(view);
+      EXPECT_EQ(placements_to_string(t.placements()), "S(1)");
+      EXPECT_EQ(t.to_local().sizes(), (std::vector<int64_t>{16, 2}));
+      EXPECT_EQ(t.to_local().strides(), (std::vector<int64_t>{1, 16}));
+      EXPECT_EQ(t.to_local().data_ptr(), rows.to_local().data_ptr());
+      EXPECT_TRUE(at::equal(t.to_local(), a.chunk(4)[rank].t()));
+      EXPECT_TRUE(at::equal(t.full_tensor(), a.t()));
+      EXPECT_DT(t.redistribute(parse_placements("S(0)")).tensor(), a.t(), "S(0)");
+    }
+    // permute(2, 0, 1) of a [4, 8, 6] S(1): the local [4, 2, 6] permuted.
+    const at::Tensor b = iota({4, 8, 6});
+    const DTensor middle = dist(b, mesh, "S(1)");
+    const DTensor p(middle.tensor().permute({2, 0, 1}));
+    EXPECT_EQ(p.to_local().strides(), (std::vector<int64_t>{1, 12, 6}));
+    EXPECT_EQ(p.to_local().data_ptr(), middle.to_local().data_ptr());
+    EXPECT_TRUE(at::equal(p.full_tensor(), b.permute({2, 0, 1})));
+    // Pending sums on a strided shard reduce exactly.
+    const DTensor terms = from_local((a * (rank + 1)).t(), mesh, parse_placements("P(sum)"));
+    EXPECT_EQ(terms.to_local().strides(), (std::vector<int64_t>{1, 16}));
+    EXPECT_DT(terms.redistribute(parse_placements("S(1)")).tensor(), a.t() * 10, "S(1)");
+    EXPECT_DT(terms.redistribute(parse_placements("R")).tensor(), a.t() * 10, "R");
+  });
+}
+
 TEST(DispatchTest, ResultsAreDTensorsWithGlobalValues) {
   run_ranks(4, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {4});

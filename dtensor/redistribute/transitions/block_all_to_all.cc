@@ -104,7 +104,9 @@ class BlockAllToAll final : public Transition {
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const Exchange& e = step.derived<Exchange>([&] { return make_exchange(step, local.sizes()); });
     at::Tensor output = at::empty(e.output_shape, local.options());
-    step.communicator()->all_to_all_v(local, e.send, e.send_dim, output, e.recv, e.recv_dim);
+    // The collective reads a contiguous buffer (a view's shard may be strided).
+    step.communicator()->all_to_all_v(local.contiguous(), e.send, e.send_dim, output, e.recv,
+                                      e.recv_dim);
     return output.reshape(step.my_target_layout().local_shape);
   }
 };

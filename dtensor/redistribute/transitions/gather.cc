@@ -89,12 +89,14 @@ class GatherToReplicate final : public Transition {
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const Gather& gather = step.derived<Gather>([&] { return make_gather(step); });
+    // The collective reads a contiguous buffer (a view's shard may be strided).
+    const at::Tensor input = local.contiguous();
     at::Tensor output = at::empty(gather.output_shape, local.options());
     if (gather.blocks == 1) {
-      step.communicator()->all_gather_v(local, output, gather.sizes, gather.dim);
+      step.communicator()->all_gather_v(input, output, gather.sizes, gather.dim);
     } else {
       const at::Tensor blocked =
-          local.reshape(split_into_blocks(local.sizes().vec(), gather.dim, gather.blocks));
+          input.view(split_into_blocks(input.sizes().vec(), gather.dim, gather.blocks));
       step.communicator()->all_gather_v(blocked, output, gather.sizes, gather.dim + 1);
     }
     if (gather.reorder.defined()) output = output.index_select(gather.dim, gather.reorder);

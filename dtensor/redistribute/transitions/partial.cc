@@ -39,10 +39,12 @@ class PartialToReplicate final : public Transition {
     return 2 * (n - 1) * step.my_source_layout().local_numel() * step.element_size() / n;
   }
 
-  // Out of place: the source keeps its values without a copy being made.
+  // Out of place: the source keeps its values without a copy being made
+  // (unless it is strided: the collective reads a contiguous buffer).
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     at::Tensor result = at::empty(local.sizes(), local.options());
-    step.communicator()->all_reduce(local, result, *step.source_placement().partial_op());
+    step.communicator()->all_reduce(local.contiguous(), result,
+                                    *step.source_placement().partial_op());
     return result;
   }
 };
