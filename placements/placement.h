@@ -89,9 +89,10 @@ using PlacementPtr = std::shared_ptr<const Placement>;
 //    operand, passes through.
 //  - kContraction: a dim the op sums over (mm's k): an identical split on
 //    both operands gives each rank a term of the sum, i.e. Partial(sum).
-//  - kEvenBlocks: consecutive equal blocks in coordinate order, which view
-//    ops may merge into or split out of neighbouring dims when the sizes
-//    divide evenly.
+//  - kEvenBlocks: consecutive blocks in coordinate order (`block_of` says
+//    which), which view ops may merge into or split out of neighbouring dims
+//    where the same positions are a split of the output (always when the
+//    blocks are equal, for torch.chunk's uneven ones only where they match).
 enum class RuleRole { kPassThrough, kContraction, kEvenBlocks };
 
 class Placement {

@@ -1,7 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/rules/dim_map.h>
 
+#include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include <dtensor/base/check.h>
 #include <dtensor/placements/replicate.h>
@@ -40,114 +42,122 @@ int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
   return std::accumulate(v.begin() + begin, v.begin() + end, int64_t{1}, std::multiplies<>());
 }
 
-// Mesh-dim sizes that split input dim `dim` of input 0, multiplied: a view
-// may only move a split that divides the dim evenly at every nesting level.
-int64_t split_ways(const OpCall& call, int64_t dim) {
-  int64_t ways = 1;
-  for (int64_t m = 0; m < call.mesh().ndim(); ++m) {
-    const auto d = split_dim_of(*call.placement(0, m));
-    if (d && *d == dim) ways *= call.mesh().size(m);
+// A split of one dim of a reshape group, seen in the row-major order of the
+// group's elements: `blocks` equal consecutive blocks, in each of which
+// coordinate r holds positions [unit * pieces[r].begin, unit * pieces[r].end)
+// of its `length` * `unit` elements. Any reshape of the group keeps this
+// order, so an output split holding the same positions is exact.
+struct FlatSplit {
+  int64_t blocks;
+  int64_t length;
+  int64_t unit;
+  std::vector<ChunkRange> pieces;
+};
+
+// The flat split that `p` makes of dim `j` of `shape` (a group's dims) over
+// `n` ranks: a StridedShard's blocks are its split factor times the dims
+// before, each cut by torch.chunk; a placement of even blocks must say which
+// block each rank keeps. nullopt for any other split.
+std::optional<FlatSplit> flat_split(const Placement& p, const std::vector<int64_t>& shape, size_t j,
+                                    int64_t n) {
+  const std::optional<int64_t> strided = p.strided_blocks();
+  if (!strided && !p.fills_role(RuleRole::kEvenBlocks)) return std::nullopt;
+  const int64_t factor = strided.value_or(1);
+  if (shape[j] % factor != 0) return std::nullopt;
+  FlatSplit split{
+      product(shape, 0, j) * factor, shape[j] / factor, product(shape, j + 1, shape.size()), {}};
+  for (int64_t r = 0; r < n; ++r) {
+    const std::optional<ChunkRange> piece =
+        strided ? torch_chunk_range(split.length, n, r) : p.block_of(split.length, n, r);
+    if (!piece) return std::nullopt;
+    split.pieces.push_back(*piece);
   }
-  return ways;
+  return split;
 }
 
-// The size of input dim `dim` in the piece mesh dim `m` splits: what the mesh
-// dims before it left (placements apply left to right), which it adds to
-// `read`. -1 when they do not leave equal pieces.
-int64_t piece_size(const OpCall& call, int64_t dim, int64_t m, std::vector<int64_t>& read) {
-  int64_t size = call.input(0).spec->shape()[dim];
-  for (int64_t before = 0; before < m; ++before) {
-    const auto d = split_dim_of(*call.placement(0, before));
-    if (!d || *d != dim) continue;
-    if (size % call.mesh().size(before) != 0) return -1;
-    size /= call.mesh().size(before);
-    read.push_back(before);
-  }
-  return size;
+bool same_positions(ChunkRange a, int64_t a_unit, ChunkRange b, int64_t b_unit) {
+  const bool a_empty = a.begin == a.end, b_empty = b.begin == b.end;
+  if (a_empty || b_empty) return a_empty && b_empty;
+  return a.begin * a_unit == b.begin * b_unit && a.end * a_unit == b.end * b_unit;
 }
 
-// The output dims o0 .. o that input dim `dim` is cut into, as the piece
-// that the mesh dims before m which split it too leave on each rank: they
-// take whole leading output dims, or whole factors of them, first. Adds
-// those mesh dims to `read`; nothing when they do not cut evenly so.
-std::optional<std::vector<int64_t>> piece_before(const OpCall& call, int64_t m, int64_t dim,
-                                                 const std::vector<int64_t>& out, size_t o0,
-                                                 size_t o, std::vector<int64_t>& read) {
-  std::vector<int64_t> piece(out.begin() + o0, out.begin() + o);
-  for (int64_t before = 0; before < m; ++before) {
-    if (split_dim_of(*call.placement(0, before)) != dim) continue;
-    int64_t ways = call.mesh().size(before);
-    read.push_back(before);
-    for (int64_t& size : piece) {
-      if (ways == 1) break;
-      if (size % ways == 0) {
-        size /= ways;
-        ways = 1;
-      } else if (ways % size == 0) {
-        ways /= size;
-        size = 1;
-      } else {
-        return std::nullopt;
-      }
+// The split of dim `d` of `shape` (a group's output dims) that holds exactly
+// the positions of `split` on every rank, as its index in the group: a
+// StridedShard with one block per row of the dims before d and per block of
+// d, each cut by torch.chunk (a Shard for a single block). nullopt when no
+// split of d does.
+std::optional<int64_t> split_factor_on(const FlatSplit& split, const std::vector<int64_t>& shape,
+                                       size_t d) {
+  const int64_t before = product(shape, 0, d);
+  if (split.blocks % before != 0) return std::nullopt;
+  const int64_t factor = split.blocks / before;
+  if (shape[d] % factor != 0) return std::nullopt;
+  const int64_t length = shape[d] / factor, unit = product(shape, d + 1, shape.size());
+  if (length * unit != split.length * split.unit) return std::nullopt;
+  const auto n = static_cast<int64_t>(split.pieces.size());
+  for (int64_t r = 0; r < n; ++r) {
+    if (!same_positions(split.pieces[r], split.unit, torch_chunk_range(length, n, r), unit)) {
+      return std::nullopt;
     }
-    if (ways != 1) return std::nullopt;
   }
-  return piece;
+  return factor;
 }
 
-// Whether a mesh dim after m splits input dim `dim` too.
-bool split_after(const OpCall& call, int64_t m, int64_t dim) {
-  for (int64_t after = m + 1; after < call.mesh().ndim(); ++after) {
-    if (split_dim_of(*call.placement(0, after)) == dim) return true;
+struct OutputSplit {
+  size_t dim;
+  int64_t factor;
+};
+
+// The first dim of `shape` (a group's output dims) split as `split`, and how.
+std::optional<OutputSplit> output_split(const FlatSplit& split, const std::vector<int64_t>& shape) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (const std::optional<int64_t> factor = split_factor_on(split, shape, d)) {
+      return OutputSplit{d, *factor};
+    }
   }
-  return false;
+  return std::nullopt;
 }
 
-// Input dim `dim` cut into output dims o0 .. o, split into even blocks on mesh
-// dim m. The mesh dims before m that split it too took whole leading output
-// dims (or whole factors of them) first; m's blocks go to the first output
-// dim of the piece they left that is longer than 1, when it divides evenly.
-// The result assumes those earlier splits stay, which it adds to
-// `assumed_kept`.
-PlacementPtr split_into_several(const OpCall& call, int64_t m, int64_t dim,
-                                const std::vector<int64_t>& out, size_t o0, size_t o,
-                                std::vector<int64_t>& assumed_kept) {
+// Input dims in[i0, i) reshaped into output dims out[o0, o) with the same
+// product, split on mesh dim m. The mesh dims before m that split the group
+// too act first, each on the piece the ones before it left: each must map
+// to an output split by the same rule and leave equal pieces (they are then
+// added to `assumed_kept`: gathering one would change m's result). Mesh dim
+// m's own pieces may be uneven: torch.chunk's, matched exactly.
+PlacementPtr regrouped_split(const OpCall& call, int64_t m, const std::vector<int64_t>& in,
+                             size_t i0, size_t i, const std::vector<int64_t>& out, size_t o0,
+                             size_t o, std::vector<int64_t>& assumed_kept) {
+  std::vector<int64_t> in_piece(in.begin() + i0, in.begin() + i);
+  std::vector<int64_t> out_piece(out.begin() + o0, out.begin() + o);
+  if (product(in_piece, 0, in_piece.size()) == 0) return nullptr;
   std::vector<int64_t> read;
-  const std::optional<std::vector<int64_t>> piece = piece_before(call, m, dim, out, o0, o, read);
-  if (!piece) return nullptr;
-  const int64_t n = call.mesh().size(m);
-  for (size_t d = 0; d < piece->size(); ++d) {
-    if ((*piece)[d] == 1) continue;
-    if ((*piece)[d] % n != 0) return nullptr;
-    assumed_kept.insert(assumed_kept.end(), read.begin(), read.end());
-    return Shard::make(static_cast<int64_t>(o0 + d));
+  for (int64_t k = 0; k <= m; ++k) {
+    const Placement& q = *call.placement(0, k);
+    const std::vector<int64_t> dims = split_tensor_dims(q);
+    const auto in_group = [&](int64_t dim) {
+      return dim >= static_cast<int64_t>(i0) && dim < static_cast<int64_t>(i);
+    };
+    if (std::none_of(dims.begin(), dims.end(), in_group)) continue;
+    if (dims.size() != 1) return nullptr;
+    const int64_t n = call.mesh().size(k);
+    const size_t j = dims[0] - i0;
+    const std::optional<FlatSplit> split = flat_split(q, in_piece, j, n);
+    if (!split) return nullptr;
+    const std::optional<OutputSplit> target = output_split(*split, out_piece);
+    if (!target) return nullptr;
+    if (k == m) {
+      assumed_kept.insert(assumed_kept.end(), read.begin(), read.end());
+      const auto dim = static_cast<int64_t>(o0 + target->dim);
+      return target->factor == 1 ? Shard::make(dim) : StridedShard::make(dim, target->factor);
+    }
+    // Equal input pieces make equal output pieces (they hold the same
+    // positions), so every rank's local reshape is the same one.
+    if (split->length % n != 0) return nullptr;
+    in_piece[j] /= n;
+    out_piece[target->dim] /= n;
+    read.push_back(k);
   }
   return nullptr;
-}
-
-// A split of `k` strided blocks (StridedShard) of input dim `dim`, which the
-// reshape alone (the group i0 .. i holds no other input dim) cuts into
-// [.., k, rest...] (o0 .. o), where the mesh dims before m that split `dim`
-// too leave the piece [k, rest...] (a merge of [a, b] with a split over
-// "dp" and b over "tp" makes such blocks): the blocks become that leading
-// dim, and each rank's piece of every block is a Shard of the next, exactly
-// (even or not) when the rest is one dim, or when the next dim divides by the
-// mesh dim. Adds the earlier mesh dims to `assumed_kept`.
-PlacementPtr unflattened_blocks(const OpCall& call, int64_t m, const Placement& p, int64_t dim,
-                                size_t i0, size_t i, const std::vector<int64_t>& out, size_t o0,
-                                size_t o, std::vector<int64_t>& assumed_kept) {
-  const std::optional<int64_t> blocks = p.strided_blocks();
-  if (!blocks || i - i0 != 1 || o - o0 < 2 || split_after(call, m, dim)) return nullptr;
-  std::vector<int64_t> read;
-  const std::optional<std::vector<int64_t>> piece = piece_before(call, m, dim, out, o0, o, read);
-  if (!piece) return nullptr;
-  // The piece's leading dims of size 1 are those the earlier splits took.
-  size_t lead = 0;
-  while (lead + 1 < piece->size() && (*piece)[lead] == 1) ++lead;
-  if (piece->size() - lead < 2 || (*piece)[lead] != *blocks) return nullptr;
-  if (piece->size() - lead > 2 && (*piece)[lead + 1] % call.mesh().size(m) != 0) return nullptr;
-  assumed_kept.insert(assumed_kept.end(), read.begin(), read.end());
-  return Shard::make(static_cast<int64_t>(o0 + lead) + 1);
 }
 
 // Where the reshape sends a split of input dim `dim`. A strided result
@@ -171,7 +181,6 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
       }
     }
     if (static_cast<size_t>(dim) < i0 || static_cast<size_t>(dim) >= i) continue;
-    const int64_t ways = split_ways(call, dim);
     if (i - i0 == 1 && o - o0 == 1) return p.moved_to_dim(o0);  // kept as is
     // Only size-1 dims join or leave the split dim ([1, 11] <-> [11]): the
     // split moves as it is, even or not.
@@ -180,27 +189,7 @@ PlacementPtr reshaped_split(const OpCall& call, int64_t m, const Placement& p, i
         if (out[d] == in[dim]) return p.moved_to_dim(d);
       }
     }
-    if (PlacementPtr unstrided =
-            unflattened_blocks(call, m, p, dim, i0, i, out, o0, o, assumed_kept)) {
-      return unstrided;
-    }
-    if (!p.fills_role(RuleRole::kEvenBlocks) || in[dim] % ways != 0) return nullptr;
-    if (o - o0 == 1) {
-      // Merged: blocks of a leading dim stay blocks; of a later dim, strided
-      // with one stride per row of the piece the earlier mesh dims left.
-      int64_t before = 1;
-      for (size_t d = i0; d < static_cast<size_t>(dim); ++d) {
-        const int64_t size = piece_size(call, d, m, assumed_kept);
-        if (size < 0) return nullptr;
-        before *= size;
-      }
-      if (before == 1) return Shard::make(o0);
-      return StridedShard::make(o0, before);
-    }
-    if (static_cast<size_t>(dim) == i0 && i - i0 == 1) {
-      return split_into_several(call, m, dim, out, o0, o, assumed_kept);
-    }
-    return nullptr;
+    return regrouped_split(call, m, in, i0, i, out, o0, o, assumed_kept);
   }
   return nullptr;
 }

@@ -11,10 +11,16 @@
 // linear); everything else is Replicate.
 //
 // Reshapes group input and output dims with equal products: a dim kept as is
-// passes any split; merging dims passes a Shard of the first dim of the group
-// as Shard and of a later one as StridedShard (when the sizes divide evenly
-// by the mesh); splitting a dim passes its Shard to the first new dim when it
-// divides evenly; any other split needs Replicate, never a wrong number.
+// passes any split. Otherwise a Shard or StridedShard of a dim of the group
+// holds, in the group's row-major order, the same piece of each of a number
+// of equal blocks; the reshape keeps that order, so the output dim whose
+// Shard or StridedShard (by torch.chunk) holds exactly those positions on
+// every rank takes it: flattening [a, b] split on b gives StridedShard(0, a),
+// [4,4,4] split on dim 1 viewed as [8, 8] gives StridedShard(0, 4), a
+// StridedShard's blocks unflattened give a Shard of the dim after them.
+// Uneven splits pass only where torch.chunk's pieces match exactly. Earlier
+// mesh dims splitting the group act first, on equal pieces. Any other split
+// needs Replicate, never a wrong number.
 //
 //   dtensor::strategies().add("aten::transpose.int", dim_map_strategy([](const OpCall& call) {
 //     ... return map; }));

@@ -32,13 +32,13 @@
 #include <string>
 #include <vector>
 
+#include <dtensor/autograd/layout_functions.h>
 #include <dtensor/base/check.h>
 #include <dtensor/base/compat.h>
 #include <dtensor/core/tensor_impl.h>
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
-#include <dtensor/redistribute/planner.h>
 #include <dtensor/redistribute/reduce_terms.h>
 
 namespace dtensor {
@@ -87,14 +87,6 @@ std::vector<PlacementPtr> placed_on(const DeviceMesh& mesh, const std::vector<in
   return placements;
 }
 
-// The local shard of `tensor` (a DTensor) laid out as `placements`.
-at::Tensor local_as(const at::Tensor& tensor, const std::vector<PlacementPtr>& placements) {
-  const DTensorImpl* impl = dtensor_impl(tensor);
-  const RedistributePlan& plan = plan_redistribute(*impl->spec(), placements);
-  if (plan.steps.empty()) return impl->local();
-  return execute_plan(plan, impl->local());
-}
-
 constexpr int64_t kReductionNone = 0;
 constexpr int64_t kReductionMean = 1;
 
@@ -110,7 +102,8 @@ struct LossBackward final : torch::autograd::Node {
                   "create_graph (the fused backward is not differentiable), found create_graph");
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     // The loss's gradient, whole along the class split.
-    at::Tensor g = is_dtensor(grads[0]) ? local_as(grads[0], output_gradient_placements) : grads[0];
+    at::Tensor g =
+        is_dtensor(grads[0]) ? local_laid_out_as(grads[0], output_gradient_placements) : grads[0];
     g = g.to(probabilities.scalar_type());
     if (reduction == kReductionMean) g = g / total_weight;
     const at::Tensor row_scale =
@@ -162,7 +155,7 @@ at::Tensor fused_forward(const at::Tensor& self, const at::Tensor& target,
   const at::ScalarType logits_dtype = dtensor_impl(self)->local().scalar_type();
   const at::Tensor x = dtensor_impl(self)->local().to(at::toOpMathType(logits_dtype));
   const at::ScalarType dtype = x.scalar_type();
-  const at::Tensor t = local_as(target, placed_on(mesh, split.row_dims, Shard::make(0)));
+  const at::Tensor t = local_laid_out_as(target, placed_on(mesh, split.row_dims, Shard::make(0)));
   const int64_t classes = spec->shape()[1];
   const int64_t first = spec->local_layout().global_offset[1];
   const int64_t count = x.size(1);

@@ -16,11 +16,18 @@ namespace {
 
 using torch::autograd::variable_list;
 
+// The shard of `impl` after `plan` (planned from its spec): the shard
+// itself, uncopied, when nothing moves.
+at::Tensor shard_after(const DTensorImpl& impl, const RedistributePlan& plan) {
+  if (plan.steps.empty()) return impl.local();
+  return execute_plan(plan, impl.local());
+}
+
 at::Tensor redistribute_local(const at::Tensor& tensor, const DTensorSpecPtr& target) {
   const DTensorImpl* impl = dtensor_impl(tensor);
   if (impl->spec() == target || *impl->spec() == *target) return tensor;
   const RedistributePlan& plan = plan_redistribute(*impl->spec(), *target);
-  return make_dtensor_tensor(execute_plan(plan, impl->local()), plan.target);
+  return make_dtensor_tensor(shard_after(*impl, plan), plan.target);
 }
 
 DTensorSpecPtr gradient_spec(const DTensorSpec& spec) {
@@ -74,6 +81,12 @@ void record(const at::Tensor& input, at::Tensor& output, const char* name,
 }
 
 }  // namespace
+
+at::Tensor local_laid_out_as(const at::Tensor& tensor,
+                             const std::vector<PlacementPtr>& placements) {
+  const DTensorImpl* impl = dtensor_impl(tensor);
+  return shard_after(*impl, plan_redistribute(*impl->spec(), placements));
+}
 
 std::vector<PlacementPtr> gradient_placements(const std::vector<PlacementPtr>& placements) {
   std::vector<PlacementPtr> out = placements;

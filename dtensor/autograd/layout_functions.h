@@ -35,6 +35,11 @@ at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& gr
 // A DTensor of spec `spec` whose shard is `local`.
 at::Tensor from_local_with_grad(const at::Tensor& local, const DTensorSpecPtr& spec);
 
+// The shard of DTensor `tensor` laid out as `placements`, recorded by no
+// autograd node (for kernels that compute on shards): planned and executed
+// like any redistribute; the shard itself, uncopied, when nothing moves.
+at::Tensor local_laid_out_as(const at::Tensor& tensor, const std::vector<PlacementPtr>& placements);
+
 // `placements` with every Partial replaced by Replicate: how gradients of a
 // Partial layout are held.
 std::vector<PlacementPtr> gradient_placements(const std::vector<PlacementPtr>& placements);

@@ -4,7 +4,7 @@
 // [B*H, ...] <-> [B, H, ...] reshapes of attention with the batch over one
 // mesh dim and the heads over the other. Merging gives [S(0), SS(0,k)];
 // viewing back must find [S(0), S(1)] again with no collective and exact
-// values (rules/dim_map.cc, unflattened_blocks under an earlier split).
+// values (rules/dim_map.cc, regrouped_split under an earlier split).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 

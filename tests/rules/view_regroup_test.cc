@@ -1,0 +1,170 @@
+// Copyright 2026 The dtensor Authors.
+//
+// Views that regroup a split dim with its neighbours (flatten, unflatten,
+// [4,4,4] -> [8,8]) keep a layout without communication wherever each
+// rank's elements are exactly a Shard or StridedShard of an output dim,
+// uneven splits and empty shards included (rules/dim_map.cc,
+// regrouped_split). Forward and backward: exact values, the expected
+// placements, no collective. Where no such layout exists the view gathers,
+// with exact values.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <dtensor/dispatch/dispatch.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include "tests/rules/rules_test_util.h"
+
+namespace dtensor {
+namespace {
+
+using rules_testing::dist;
+using rules_testing::iota;
+using rules_testing::placements_of;
+using rules_testing::Shape;
+
+struct Case {
+  Shape shape;
+  const char* placements;
+  Shape view;
+  const char* expected;  // the view's placements
+};
+
+std::string name(const Case& c) {
+  return ::testing::PrintToString(c.shape) + " " + c.placements + " -> " +
+         ::testing::PrintToString(c.view);
+}
+
+// The view of `c` on `mesh`, forward and backward, in strict mode (any
+// redistribute raises) with no collective, equal to one device's.
+void expect_view_without_communication(const DeviceMesh& mesh, const Case& c) {
+  SCOPED_TRACE(name(c));
+  const at::Tensor global = iota(c.shape, 1, at::kDouble);
+  const at::Tensor weights = iota(c.view, -50, at::kDouble);
+  const DTensor x = dist(global.clone().requires_grad_(), mesh, c.placements);
+  const at::Tensor w = dist(weights, mesh, c.expected).tensor();
+  at::Tensor y;
+  {
+    const ScopedStrictMode strict;
+    CollectiveCounter counter;
+    y = x.tensor().view(c.view);
+    EXPECT_EQ(counter.total(), 0);
+  }
+  EXPECT_EQ(placements_of(y), c.expected);
+  EXPECT_DT(y, global.view(c.view), c.expected);
+  const at::Tensor loss = (y * w).sum();
+  {
+    CollectiveCounter counter;
+    loss.backward();
+    EXPECT_EQ(counter.total(), 0);
+  }
+  EXPECT_DT(x.tensor().grad(), weights.view(c.shape), c.placements);
+}
+
+// On 4 ranks. Flattening [6, 5, 3]'s dims 0 and 1 split on the 5 (pieces
+// 2, 2, 1, 0) holds the same rows of each of the 6 blocks of 5: SS(0,6),
+// exactly torch.chunk's pieces although uneven; viewing back unflattens the
+// blocks. Flattening dims 1 and 2 instead keeps S(1) only where torch.chunk
+// of 7*3 = 21 cuts where that of 7 does (6, 6, 6, 3). [4, 4, 4] split on
+// dim 1 merged with dim 0: SS(0,4); [4, 8] split on rows viewed as [8, 4]:
+// two rows each. Strided inputs: [6, 4] with SS(0,2) unflattens to [2, 3, 4]
+// with 3 rows per block over 4 ranks (1, 1, 1, 0), and regrouping the
+// columns' blocks with the rows strides them by the rows.
+const Case kOneDim[] = {
+    {{6, 5, 3}, "S(1)", {30, 3}, "SS(0,6)"}, {{30, 3}, "SS(0,6)", {6, 5, 3}, "S(1)"},
+    {{6, 7, 3}, "S(1)", {6, 21}, "S(1)"},    {{6, 21}, "S(1)", {6, 7, 3}, "S(1)"},
+    {{6, 7, 3}, "S(1)", {42, 3}, "SS(0,6)"}, {{4, 4, 4}, "S(1)", {16, 4}, "SS(0,4)"},
+    {{4, 6}, "S(1)", {24}, "SS(0,4)"},       {{5, 4}, "S(1)", {20}, "SS(0,5)"},
+    {{4, 8}, "S(0)", {8, 4}, "S(0)"},        {{6, 4}, "SS(0,2)", {2, 3, 4}, "S(1)"},
+    {{2, 3, 4}, "S(1)", {6, 4}, "SS(0,2)"},  {{2, 12}, "SS(1,3)", {3, 8}, "SS(1,2)"},
+    {{3, 8}, "SS(1,2)", {2, 12}, "SS(1,3)"},
+};
+
+// On a 2x2 mesh. [4, 4, 4] with [S(1), R] viewed as [8, 8]: the rank at
+// coordinate r of mesh dim 0 holds dim-1 indices 2r, 2r+1, that is rows r,
+// 2+r, 4+r, 6+r: SS(0,4); a second split of dim 1 then takes the columns.
+// Uneven pieces on the last mesh dim that splits the group (5 over 2: 3, 2),
+// earlier even splits of the same group ([S(0), S(1)] of [6, 5, 3] flattened:
+// each dp rank's 3 blocks of 5), strided inputs under an earlier split.
+const Case kTwoDims[] = {
+    {{4, 4, 4}, "S(1),R", {8, 8}, "SS(0,4),R"},
+    {{8, 8}, "SS(0,4),R", {4, 4, 4}, "S(1),R"},
+    {{4, 4, 4}, "R,S(1)", {8, 8}, "R,SS(0,4)"},
+    {{4, 4, 4}, "S(1),S(1)", {8, 8}, "SS(0,4),S(1)"},
+    {{8, 8}, "SS(0,4),S(1)", {4, 4, 4}, "S(1),S(1)"},
+    {{6, 5, 3}, "S(1),R", {30, 3}, "SS(0,6),R"},
+    {{6, 5, 3}, "R,S(1)", {30, 3}, "R,SS(0,6)"},
+    {{6, 5, 3}, "S(0),S(1)", {30, 3}, "S(0),SS(0,3)"},
+    {{30, 3}, "S(0),SS(0,3)", {6, 5, 3}, "S(0),S(1)"},
+    {{6, 4}, "R,SS(0,2)", {2, 3, 4}, "R,S(1)"},
+    {{8, 3}, "SS(0,2),S(0)", {2, 4, 3}, "S(1),S(0)"},
+};
+
+TEST(ViewRegroupTest, SplitsThatStayAShardOrStridedShardNeedNoCollective) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    for (const Case& c : kOneDim) expect_view_without_communication(mesh, c);
+  });
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    for (const Case& c : kTwoDims) expect_view_without_communication(mesh, c);
+  });
+}
+
+// flatten, unflatten and reshape decompose into the same view.
+TEST(ViewRegroupTest, FlattenAndUnflattenOfAnUnevenSplit) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor global = iota({6, 5, 3}, 1, at::kDouble);
+    at::Tensor flat, unflattened, reshaped;
+    {
+      const ScopedStrictMode strict;
+      CollectiveCounter counter;
+      flat = dist(global, mesh, "S(1)").tensor().flatten(0, 1);
+      unflattened = flat.unflatten(0, {6, 5});
+      reshaped = flat.reshape({6, 5, 3});
+      EXPECT_EQ(counter.total(), 0);
+    }
+    EXPECT_DT(flat, global.flatten(0, 1), "SS(0,6)");
+    EXPECT_DT(unflattened, global, "S(1)");
+    EXPECT_DT(reshaped, global, "S(1)");
+  });
+}
+
+// No Shard or StridedShard of an output dim holds each rank's elements:
+// torch.chunk of 5*3 = 15 over 2 or 4 ranks cuts elsewhere than that of 5
+// (8 | 7 against 9 | 6), [4, 4, 4] on 4 ranks viewed as [8, 8] leaves each
+// rank half of every other row, and an uneven split under an earlier split
+// of the same group leaves unequal pieces. The view gathers what it must,
+// with exact values.
+TEST(ViewRegroupTest, SplitsWithNoSuchLayoutGatherExactly) {
+  const auto check = [](const DeviceMesh& mesh, const Shape& shape, const char* placements,
+                        const Shape& view) {
+    SCOPED_TRACE(::testing::PrintToString(shape) + " " + placements);
+    const at::Tensor global = iota(shape, 1, at::kDouble);
+    const DTensor x = dist(global, mesh, placements);
+    at::Tensor y;
+    {
+      CollectiveCounter counter;
+      y = x.tensor().view(view);
+      EXPECT_GT(counter.total(), 0);
+    }
+    EXPECT_DT(y, global.view(view));
+  };
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    check(mesh, {6, 5, 3}, "S(1)", {6, 15});
+    check(mesh, {6, 5, 3}, "S(1)", {90});
+    check(mesh, {4, 4, 4}, "S(1)", {8, 8});
+  });
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    check(mesh, {6, 5, 3}, "R,S(1)", {6, 15});
+    check(mesh, {6, 5, 3}, "S(1),S(1)", {30, 3});
+  });
+}
+
+}  // namespace
+}  // namespace dtensor
