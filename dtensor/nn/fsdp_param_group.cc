@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/nn/fsdp_param_group.h>
 
+#include <algorithm>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -121,7 +122,15 @@ void FsdpParamGroup::account(int64_t bytes) {
       std::max(model_state_->peak_unsharded_bytes, model_state_->unsharded_bytes);
 }
 
-at::Tensor FsdpParamGroup::all_gather_shards() const {
+std::vector<int64_t> FsdpParamGroup::shard_versions() const {
+  std::vector<int64_t> versions;
+  for (const FsdpParam& param : params_) versions.push_back(param.sharded._version());
+  return versions;
+}
+
+void FsdpParamGroup::start_unshard() {
+  if (unsharded_ || params_.empty() || pending_gather_.defined()) return;
+  at::NoGradGuard no_grad;
   const c10::ScalarType dtype = param_dtype(params_.front());
   at::Tensor segment =
       at::zeros({segment_numel()}, at::TensorOptions().dtype(dtype).device(mesh_.device()));
@@ -132,7 +141,24 @@ at::Tensor FsdpParamGroup::all_gather_shards() const {
   auto spec = std::make_shared<const DTensorSpec>(
       mesh_, flat_placements(mesh_, Shard::make(0)),
       std::vector<int64_t>{segment_numel() * mesh_.size(-1)}, dtype);
-  return DTensor(segment, spec).redistribute(flat_placements(mesh_, Replicate::make())).to_local();
+  RedistributeOptions async;
+  async.async_op = true;
+  pending_gather_ = DTensor(segment, spec)
+                        .redistribute(flat_placements(mesh_, Replicate::make()), async)
+                        .tensor();
+  pending_versions_ = shard_versions();
+}
+
+void FsdpParamGroup::prefetch(int step) {
+  if (!model_state_->forward_order_known) return;
+  const auto& order = model_state_->forward_order;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i].lock().get() != this) continue;
+    const int64_t neighbour = static_cast<int64_t>(i) + step;
+    if (neighbour < 0 || neighbour >= static_cast<int64_t>(order.size())) return;
+    if (std::shared_ptr<FsdpParamGroup> group = order[neighbour].lock()) group->start_unshard();
+    return;
+  }
 }
 
 void FsdpParamGroup::allocate_unsharded() {
@@ -153,7 +179,12 @@ void FsdpParamGroup::point_members_at(bool gathered) {
 void FsdpParamGroup::unshard() {
   if (unsharded_ || params_.empty()) return;
   at::NoGradGuard no_grad;
-  const at::Tensor gathered = all_gather_shards();
+  if (pending_gather_.defined() && pending_versions_ != shard_versions()) {
+    pending_gather_.reset();  // gathered before the shards changed
+  }
+  start_unshard();
+  const at::Tensor gathered = DTensor(pending_gather_).to_local();
+  pending_gather_.reset();
   allocate_unsharded();
   const int64_t ranks = mesh_.size(-1);
   const at::Tensor by_rank = gathered.view({ranks, segment_numel()});
@@ -178,7 +209,15 @@ void FsdpParamGroup::reshard() {
 }
 
 at::Tensor FsdpParamGroup::pre_forward(const at::Tensor& input) {
+  FsdpModelState& state = *model_state_;
+  if (!state.forward_order_known &&
+      std::none_of(
+          state.forward_order.begin(), state.forward_order.end(),
+          [this](const std::weak_ptr<FsdpParamGroup>& g) { return g.lock().get() == this; })) {
+    state.forward_order.push_back(weak_from_this());
+  }
   unshard();
+  prefetch(+1);
   if (!c10::GradMode::is_enabled() || !input.defined() || !input.requires_grad()) return input;
   // The gradient of the module's input is complete once the module's whole
   // backward ran: its arrival ends the group's backward.
@@ -202,6 +241,7 @@ at::Tensor FsdpParamGroup::post_forward(const at::Tensor& output) {
     if (!group) return;
     group->queue_final_callback();
     group->unshard();
+    group->prefetch(-1);
   });
   return marked;
 }
@@ -294,6 +334,7 @@ void FsdpParamGroup::queue_final_callback() {
   model_state_->final_callback_queued = true;
   torch::autograd::Engine::get_default_engine().queue_callback([state = model_state_] {
     state->final_callback_queued = false;
+    state->forward_order_known = true;
     for (const std::weak_ptr<FsdpParamGroup>& weak : state->groups) {
       std::shared_ptr<FsdpParamGroup> group = weak.lock();
       if (group) group->post_backward();

@@ -53,6 +53,11 @@ class FsdpParamGroup;
 // the bytes of gathered parameters held (for FSDPModule::unsharded_bytes).
 struct FsdpModelState {
   std::vector<std::weak_ptr<FsdpParamGroup>> groups;
+  // The groups in the order their forward ran, learnt until the first
+  // backward ends; from then on each group prefetches its neighbour's
+  // all-gather (the next in forward, the previous in backward).
+  std::vector<std::weak_ptr<FsdpParamGroup>> forward_order;
+  bool forward_order_known = false;
   bool final_callback_queued = false;
   int64_t unsharded_bytes = 0;
   int64_t peak_unsharded_bytes = 0;
@@ -75,8 +80,12 @@ class FsdpParamGroup : public std::enable_shared_from_this<FsdpParamGroup> {
   void for_each_in_subtree(const std::function<void(FsdpParamGroup&)>& visit);
 
   bool unsharded() const { return unsharded_; }
-  // One all-gather of every shard; points the owners' members at the
-  // gathered parameters. No-op when gathered.
+  // Issues the all-gather of every shard (on CUDA meshes without waiting for
+  // it: the caller's next kernels overlap with it); unshard() finishes it.
+  // No-op when gathered or issued.
+  void start_unshard();
+  // Gathers (or finishes the gather start_unshard issued) and points the
+  // owners' members at the gathered parameters. No-op when gathered.
   void unshard();
   // Frees the gathered parameters; points the members at the shards.
   void reshard();
@@ -101,7 +110,10 @@ class FsdpParamGroup : public std::enable_shared_from_this<FsdpParamGroup> {
   int64_t segment_numel() const;  // a rank's part of the flat buffers
   c10::ScalarType param_dtype(const FsdpParam& param) const;
   c10::ScalarType reduce_dtype() const;
-  at::Tensor all_gather_shards() const;
+  // Starts the all-gather of the neighbour `step` places away in forward
+  // order, once the order is known.
+  void prefetch(int step);
+  std::vector<int64_t> shard_versions() const;
   void allocate_unsharded();
   void point_members_at(bool gathered);
   // `param`'s gathered gradient as the plain tensor of its unsharded data's
@@ -122,6 +134,11 @@ class FsdpParamGroup : public std::enable_shared_from_this<FsdpParamGroup> {
   bool reshard_after_backward_ = true;
   // Forward calls whose input gradient has not arrived yet.
   int64_t pending_backwards_ = 0;
+  // An issued all-gather (a DTensor being redistributed to Replicate), and
+  // the shards' versions it read: an update in between (an optimizer step)
+  // makes it stale.
+  at::Tensor pending_gather_;
+  std::vector<int64_t> pending_versions_;
 };
 
 }  // namespace dtensor::nn::nn_internal
