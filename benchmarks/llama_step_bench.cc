@@ -242,8 +242,8 @@ class DTensorStep {
  public:
   explicit DTensorStep(const Setup& s) : s_(s), model_(seeded_model(s.config)) {
     examples::parallelize_llama(model_, s.mesh, s.plan);
-    tokens_ = examples::llama_batch(s.tokens, s.mesh).tensor();
-    targets_ = examples::llama_batch(s.targets, s.mesh).tensor();
+    tokens_ = examples::llama_batch(s.tokens, s.mesh);
+    targets_ = examples::llama_batch(s.targets, s.mesh);
   }
 
   StepResult run() {

@@ -10,8 +10,11 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
@@ -161,23 +164,45 @@ std::string plan_name(LlamaPlan plan) {
       return "tp_sp";
     case LlamaPlan::kLossParallel:
       return "loss_parallel";
+    case LlamaPlan::kFullyShard:
+      return "fsdp";
   }
   return "";
 }
 
-DTensor llama_batch(const at::Tensor& batch, const DeviceMesh& mesh) {
-  if (mesh.ndim() == 1) return distribute_tensor(batch, mesh, {Replicate::make()});
-  const DeviceMesh dp = mesh["dp"];
-  DTENSOR_CHECK(batch.size(0) % dp.size(0) == 0, "llama_batch: expected a batch (", batch.size(0),
-                ") that divides by the dp degree (", dp.size(0),
-                "): each rank's mean loss counts alike");
-  return distribute_tensor(batch.chunk(dp.size(0))[dp.get_local_rank(0)], mesh["tp"],
-                           {Replicate::make()});
+namespace {
+
+bool has_dim(const DeviceMesh& mesh, const char* name) {
+  const std::vector<std::string>& names = mesh.dim_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The mesh tensor parallelism splits over: all of a 1-D mesh not named
+// "dp", the "tp" slice of a 2-D one; none for fully_shard alone.
+std::optional<DeviceMesh> tp_mesh(const DeviceMesh& mesh) {
+  if (mesh.ndim() == 2) return mesh["tp"];
+  if (has_dim(mesh, "dp")) return std::nullopt;
+  return mesh;
+}
+
+}  // namespace
+
+at::Tensor llama_batch(const at::Tensor& batch, const DeviceMesh& mesh) {
+  at::Tensor rows = batch;
+  if (has_dim(mesh, "dp")) {
+    const DeviceMesh dp = mesh["dp"];
+    DTENSOR_CHECK(batch.size(0) % dp.size(0) == 0, "llama_batch: expected a batch (", batch.size(0),
+                  ") that divides by the dp degree (", dp.size(0),
+                  "): each rank's mean loss counts alike");
+    rows = batch.chunk(dp.size(0))[dp.get_local_rank(0)];
+  }
+  const std::optional<DeviceMesh> tp = tp_mesh(mesh);
+  return tp ? distribute_tensor(rows, *tp, {Replicate::make()}).tensor() : rows;
 }
 
 double llama_loss_value(const at::Tensor& loss, const DeviceMesh& mesh) {
-  const at::Tensor mine = DTensor(loss).full_tensor().detach();
-  if (mesh.ndim() == 1) return mine.item<double>();
+  const at::Tensor mine = (is_dtensor(loss) ? DTensor(loss).full_tensor() : loss).detach();
+  if (!has_dim(mesh, "dp")) return mine.item<double>();
   return DTensor(from_local(mine.reshape({1}), mesh["dp"], {Shard::make(0)}))
       .full_tensor()
       .mean()
@@ -186,16 +211,22 @@ double llama_loss_value(const at::Tensor& loss, const DeviceMesh& mesh) {
 
 void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
                        bool reshard_after_forward) {
-  const int64_t degree = tp_degree(mesh);
-  DTENSOR_CHECK(model->config().heads % degree == 0 && model->config().kv_heads % degree == 0,
-                "parallelize_llama: expected the heads (", model->config().heads,
-                ") and key/value heads (", model->config().kv_heads,
-                ") to divide by the tp degree (", degree, ")");
-  const DeviceMesh tp = mesh.ndim() == 1 ? mesh : mesh["tp"];
-  nn::parallelize_module(*model, tp, llama_plan(model, plan));
-  nn::distribute_module(*model, tp);  // the rest replicated
-  nn::replicate_buffers(*model, tp);
-  if (mesh.ndim() == 1) return;
+  const bool fsdp_only = plan == LlamaPlan::kFullyShard;
+  DTENSOR_CHECK(!fsdp_only || (mesh.ndim() == 1 && has_dim(mesh, "dp")),
+                "parallelize_llama: the fsdp plan expected a 1-D mesh named \"dp\", found ",
+                mesh.to_string());
+  if (!fsdp_only) {
+    const int64_t degree = tp_degree(mesh);
+    DTENSOR_CHECK(model->config().heads % degree == 0 && model->config().kv_heads % degree == 0,
+                  "parallelize_llama: expected the heads (", model->config().heads,
+                  ") and key/value heads (", model->config().kv_heads,
+                  ") to divide by the tp degree (", degree, ")");
+    const DeviceMesh tp = *tp_mesh(mesh);
+    nn::parallelize_module(*model, tp, llama_plan(model, plan));
+    nn::distribute_module(*model, tp);  // the rest replicated
+    nn::replicate_buffers(*model, tp);
+  }
+  if (!has_dim(mesh, "dp")) return;
   // Data parallelism stores every parameter sharded over dp: one group per
   // block, the embedding, final norm and head in the root's.
   const DeviceMesh dp = mesh["dp"];
@@ -213,8 +244,8 @@ std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
   const at::Tensor tokens =
       at::randint(options.config.vocab, {options.batch, options.seq}, data, at::kLong);
   const at::Tensor targets = tokens.roll(-1, 1);
-  const DTensor mesh_tokens = llama_batch(tokens, mesh);
-  const DTensor mesh_targets = llama_batch(targets, mesh);
+  const at::Tensor mesh_tokens = llama_batch(tokens, mesh);
+  const at::Tensor mesh_targets = llama_batch(targets, mesh);
   Optimizer reference_optimizer(*reference, options), optimizer(*model, options);
   std::vector<LlamaStep> steps;
   for (int64_t step = 0; step < options.steps; ++step) {

@@ -23,6 +23,9 @@
 //  - kLossParallel: kTensorParallel with the logits left split by
 //    vocabulary: cross-entropy reduces a few values per row instead of
 //    gathering them.
+//  - kFullyShard: data parallelism alone on a 1-D mesh named "dp": every
+//    parameter sharded by dtensor::nn::fully_shard (one group per block, the
+//    rest in the root's), plain activations, each rank its own rows.
 //
 // On a 2-D mesh (dp, tp), as PyTorch composes FSDP2 with TP: the plan
 // applies to the "tp" slice, then dtensor::nn::fully_shard shards every
@@ -42,26 +45,27 @@
 
 namespace dtensor::examples {
 
-enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel };
+enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel, kFullyShard };
 
-// "tp", "tp_sp", "loss_parallel".
+// "tp", "tp_sp", "loss_parallel", "fsdp".
 std::string plan_name(LlamaPlan plan);
 
 // Lays out the parameters of `model` for `plan` over `mesh` (1-D: the "tp"
-// ranks; 2-D: named (dp, tp), fully sharded over dp, gathered parameters
+// ranks, or the "dp" ranks for kFullyShard; 2-D: named (dp, tp), fully
+// sharded over dp, gathered parameters
 // freed after forward if `reshard_after_forward`) and replicates its
 // buffers. Collective.
 void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
                        bool reshard_after_forward = false);
 
 // What this rank feeds the model parallelized on `mesh` from the whole
-// `batch` (token ids [batch, seq]): replicated over tp; on a 2-D mesh, this
-// dp rank's rows (the batch must divide by the dp degree: each rank's mean
-// loss counts alike).
-DTensor llama_batch(const at::Tensor& batch, const DeviceMesh& mesh);
+// `batch` (token ids [batch, seq]): over a "dp" dim, this rank's rows (the
+// batch must divide by the dp degree: each rank's mean loss counts alike),
+// as a DTensor replicated over tp where there is tensor parallelism.
+at::Tensor llama_batch(const at::Tensor& batch, const DeviceMesh& mesh);
 
-// The whole batch's loss from this rank's `loss` (the model's): on a 2-D
-// mesh, the mean over dp of the ranks' means (one small all-gather).
+// The whole batch's loss from this rank's `loss` (the model's): over a
+// "dp" dim, the mean of the ranks' means (one small all-gather).
 double llama_loss_value(const at::Tensor& loss, const DeviceMesh& mesh);
 
 struct LlamaTrainOptions {
@@ -75,7 +79,7 @@ struct LlamaTrainOptions {
   bool adamw = false;
   // Clip the gradients' total 2-norm to this before each update (0: none).
   double clip_norm = 0;
-  // 2-D meshes: free each block's gathered parameters after forward (one
+  // Over "dp": free each block's gathered parameters after forward (one
   // more all-gather per block in backward). Off, the step communicates as
   // a hand-written FSDP + TP plan: per group one all-gather, one
   // reduce-scatter.

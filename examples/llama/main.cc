@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   run(backend, LlamaPlan::kLossParallel, {4}, {"tp"});
   run(backend, LlamaPlan::kTensorParallel, {2, 2}, {"dp", "tp"});
   run(backend, LlamaPlan::kSequenceParallel, {2, 2}, {"dp", "tp"});
+  run(backend, LlamaPlan::kFullyShard, {4}, {"dp"});
   if (!all_equal_one_device) std::fprintf(stderr, "llama: a step differed from one device\n");
   return all_equal_one_device ? 0 : 1;
 }

@@ -66,6 +66,9 @@ const Counts kTensorParallel2d = {{"all_gather_v", 4}, {"all_reduce", 9}, {"redu
 const Counts kSequenceParallel2d = {
     {"all_gather_v", 13}, {"all_reduce", 3}, {"reduce_scatter_v", 12}};
 const Counts kLossParallel2d = {{"all_gather_v", 3}, {"all_reduce", 11}, {"reduce_scatter_v", 3}};
+// fully_shard alone on 4 ranks: per group one all-gather, one reduce-scatter.
+const Counts kFullyShard = {{"all_gather_v", 3}, {"reduce_scatter_v", 3}};
+const Counts kFullyShardResharded = {{"all_gather_v", 5}, {"reduce_scatter_v", 3}};
 // Freed after forward, each block gathers again in backward.
 const Counts kTensorParallel2dResharded = {
     {"all_gather_v", 6}, {"all_reduce", 9}, {"reduce_scatter_v", 3}};
@@ -75,9 +78,11 @@ class LlamaTest : public ::testing::TestWithParam<PlanCase> {};
 TEST_P(LlamaTest, TrainsLikeOneDevice) {
   const PlanCase& c = GetParam();
   run_ranks(4, [&](int) {
-    const DeviceMesh mesh = init_device_mesh(
-        "local", c.mesh,
-        c.mesh.size() == 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{"dp", "tp"});
+    const DeviceMesh mesh =
+        init_device_mesh("local", c.mesh,
+                         c.mesh.size() == 2                 ? std::vector<std::string>{"dp", "tp"}
+                         : c.plan == LlamaPlan::kFullyShard ? std::vector<std::string>{"dp"}
+                                                            : std::vector<std::string>{"tp"});
     FallbackRecorder fallbacks;
     std::optional<ScopedStrictMode> strict;
     if (c.strict) strict.emplace();
@@ -126,6 +131,16 @@ INSTANTIATE_TEST_SUITE_P(
                       PlanCase{LlamaPlan::kTensorParallel, {2, 2}, kTensorParallel2d, true},
                       PlanCase{LlamaPlan::kTensorParallel, {2, 2}, kTensorParallel2d, false, 2},
                       PlanCase{LlamaPlan::kSequenceParallel, {4}, kSequenceParallel, false, 4, 7},
+                      PlanCase{LlamaPlan::kFullyShard, {4}, kFullyShard},
+                      PlanCase{LlamaPlan::kFullyShard, {4}, kFullyShard, true, 2},
+                      PlanCase{LlamaPlan::kFullyShard,
+                               {4},
+                               kFullyShardResharded,
+                               false,
+                               4,
+                               8,
+                               false,
+                               /*reshard_after_forward=*/true},
                       PlanCase{LlamaPlan::kTensorParallel,
                                {2, 2},
                                kTensorParallel2dResharded,
