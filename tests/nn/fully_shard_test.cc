@@ -266,6 +266,68 @@ TEST(FullyShardTest, PeakGatheredBytesAreOneGroupAtATimePlusTheRoot) {
   });
 }
 
+TEST(FullyShardTest, UnshardReshardAndKeepingGatheredAfterBackward) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    Stack model = make_stack(1);
+    for (Block& block : model->layers) fully_shard(*block, mesh);
+    const FSDPModule root = fully_shard(*model, mesh);
+    const FSDPModule block = fsdp_module(*model->layers[0]);
+    const int64_t root_bytes =
+        static_cast<int64_t>((kIn * kHidden + kHidden + kHidden * kOut + kOut) * sizeof(double));
+    {
+      CollectiveCounter counter;
+      root.unshard();
+      root.unshard();  // already gathered
+      EXPECT_EQ(counter.total(), 1);
+      EXPECT_EQ(root.unsharded_bytes(), root_bytes);
+      // Gathered, the members are the whole parameters.
+      EXPECT_FALSE(is_dtensor(model->output->weight));
+      EXPECT_EQ(model->output->weight.sizes(), (std::vector<int64_t>{kOut, kHidden}));
+      root.reshard();
+      EXPECT_EQ(root.unsharded_bytes(), 0);
+      EXPECT_TRUE(is_dtensor(model->output->weight));
+    }
+    root.set_reshard_after_backward(false);
+    const at::Tensor x = batch(8).chunk(4)[rank];
+    model->forward(x).pow(2).mean().backward();
+    // Nothing freed after backward: the block (resharded after forward,
+    // gathered again for backward) and the root stay gathered...
+    EXPECT_GT(root.unsharded_bytes(), root_bytes);
+    // ...so the next forward gathers nothing.
+    CollectiveCounter counter;
+    model->forward(x);
+    EXPECT_EQ(counter.count("all_gather_v"), 0);
+    block.reshard();
+    root.reshard();
+    EXPECT_EQ(root.unsharded_bytes(), 0);
+  });
+}
+
+class OnMetaImpl : public torch::nn::Module {
+ public:
+  OnMetaImpl() {
+    register_parameter("weight", at::empty({4}, at::TensorOptions().device(at::kMeta)));
+  }
+};
+TORCH_MODULE(OnMeta);
+
+TEST(FullyShardTest, AParameterOffTheMeshsDeviceIsRefused) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    OnMeta module;
+    try {
+      fully_shard(*module, mesh);
+      ADD_FAILURE() << "a meta parameter was sharded on a CPU mesh";
+    } catch (const std::exception& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("expected it on the mesh's device cpu, found it on meta"),
+          std::string::npos)
+          << e.what();
+    }
+  });
+}
+
 TEST(FullyShardTest, GradientAccumulationWithoutSyncEqualsOneBigBatch) {
   const Reference ref = train_one_device<torch::optim::SGD>(1, 16, torch::optim::SGDOptions(0.1));
   run_ranks(4, [&](int rank) {
