@@ -48,6 +48,33 @@ std::vector<PlacementPtr> flat_placements(const DeviceMesh& mesh, const Placemen
   return placements;
 }
 
+// Copies between a parameter's rows ([rows, row_numel]) and its blocks in
+// a flat buffer viewed [ranks, segment]: rank r's block holds rows
+// [r * chunk_rows, (r + 1) * chunk_rows) (torch.chunk's), padded to
+// chunk_rows. One strided copy for the ranks whose block is full, one for
+// the rank holding the rest; `to_blocks` also zeroes the padding.
+void copy_rows(const at::Tensor& by_rank, const FsdpParam& param, const at::Tensor& rows,
+               bool to_blocks) {
+  const int64_t ranks = by_rank.size(0);
+  const int64_t chunk = param.chunk_rows;
+  const at::Tensor blocks = by_rank.narrow(1, param.flat_offset, chunk * param.row_numel)
+                                .view({ranks, chunk, param.row_numel});
+  const int64_t full = chunk == 0 ? 0 : param.rows / chunk;
+  const int64_t rest = param.rows - full * chunk;
+  auto copy = [&](const at::Tensor& block_part, const at::Tensor& row_part) {
+    to_blocks ? block_part.copy_(row_part) : row_part.copy_(block_part);
+  };
+  if (full > 0) {
+    copy(blocks.narrow(0, 0, full),
+         rows.narrow(0, 0, full * chunk).view({full, chunk, param.row_numel}));
+  }
+  if (rest > 0) copy(blocks[full].narrow(0, 0, rest), rows.narrow(0, full * chunk, rest));
+  if (!to_blocks) return;
+  if (rest > 0) blocks[full].narrow(0, rest, chunk - rest).zero_();
+  const int64_t first_empty = full + (rest > 0 ? 1 : 0);
+  if (first_empty < ranks) blocks.narrow(0, first_empty, ranks - first_empty).zero_();
+}
+
 }  // namespace
 
 std::shared_ptr<FsdpParamGroup> FsdpParamGroup::create(DeviceMesh mesh, FullyShardOptions options,
@@ -133,10 +160,14 @@ void FsdpParamGroup::start_unshard() {
   at::NoGradGuard no_grad;
   const c10::ScalarType dtype = param_dtype(params_.front());
   at::Tensor segment =
-      at::zeros({segment_numel()}, at::TensorOptions().dtype(dtype).device(mesh_.device()));
+      at::empty({segment_numel()}, at::TensorOptions().dtype(dtype).device(mesh_.device()));
   for (const FsdpParam& param : params_) {
     const at::Tensor shard = DTensor(param.sharded).to_local();
     segment.narrow(0, param.flat_offset, shard.numel()).copy_(shard.reshape({-1}));
+    segment
+        .narrow(0, param.flat_offset + shard.numel(),
+                param.chunk_rows * param.row_numel - shard.numel())
+        .zero_();
   }
   auto spec = std::make_shared<const DTensorSpec>(
       mesh_, flat_placements(mesh_, Shard::make(0)),
@@ -189,10 +220,9 @@ void FsdpParamGroup::unshard() {
   const int64_t ranks = mesh_.size(-1);
   const at::Tensor by_rank = gathered.view({ranks, segment_numel()});
   for (const FsdpParam& param : params_) {
-    const at::Tensor rows = by_rank.narrow(1, param.flat_offset, param.chunk_rows * param.row_numel)
-                                .reshape({ranks * param.chunk_rows, param.row_numel})
-                                .narrow(0, 0, param.rows);
-    writable_alias(param.unsharded_data).copy_(rows.view(param.unsharded_data.sizes()));
+    copy_rows(by_rank, param,
+              writable_alias(param.unsharded_data).view({param.rows, param.row_numel}),
+              /*to_blocks=*/false);
   }
   point_members_at(true);
   unsharded_ = true;
@@ -260,18 +290,15 @@ at::Tensor FsdpParamGroup::local_gradient(const FsdpParam& param) const {
 
 at::Tensor FsdpParamGroup::packed_gradients() const {
   const int64_t ranks = mesh_.size(-1);
-  at::Tensor packed = at::zeros({ranks, segment_numel()},
+  at::Tensor packed = at::empty({ranks, segment_numel()},
                                 at::TensorOptions().dtype(reduce_dtype()).device(mesh_.device()));
   for (const FsdpParam& param : params_) {
-    at::Tensor local = local_gradient(param);
-    if (!local.defined()) continue;
-    local = local.reshape({param.rows, param.row_numel});
-    const int64_t padded = ranks * param.chunk_rows;
-    if (padded > param.rows) {
-      local = at::cat({local, local.new_zeros({padded - param.rows, param.row_numel})});
+    const at::Tensor local = local_gradient(param);
+    if (local.defined()) {
+      copy_rows(packed, param, local.reshape({param.rows, param.row_numel}), /*to_blocks=*/true);
+    } else {
+      packed.narrow(1, param.flat_offset, param.chunk_rows * param.row_numel).zero_();
     }
-    packed.narrow(1, param.flat_offset, param.chunk_rows * param.row_numel)
-        .copy_(local.view({ranks, param.chunk_rows * param.row_numel}));
   }
   return packed.view({-1});
 }
@@ -312,12 +339,12 @@ void FsdpParamGroup::post_backward() {
     auto spec = std::make_shared<const DTensorSpec>(
         mesh_, std::vector<PlacementPtr>(mesh_.ndim(), Partial::make()),
         std::vector<int64_t>{segment_numel() * mesh_.size(-1)}, reduce_dtype());
-    at::Tensor reduced = DTensor(packed_gradients(), spec)
-                             .redistribute(flat_placements(mesh_, Shard::make(0)))
-                             .to_local();
+    const at::Tensor reduced = DTensor(packed_gradients(), spec)
+                                   .redistribute(flat_placements(mesh_, Shard::make(0)))
+                                   .to_local();
     // Each rank's loss is the mean over its own batch: the average over the
     // data-parallel ranks is the gradient of the whole batch's mean.
-    reduced = reduced / static_cast<double>(mesh_.size());
+    reduced.div_(static_cast<double>(mesh_.size()));
     accumulate_sharded_gradients(reduced);
     std::vector<at::Tensor> sharded;
     for (FsdpParam& param : params_) {

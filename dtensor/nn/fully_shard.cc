@@ -25,7 +25,8 @@ using nn_internal::FsdpParam;
 using nn_internal::FsdpParamGroup;
 
 // Which modules fully_shard was applied to (each rank thread of the local
-// backend has its own model, so one table serves them all).
+// backend has its own model, so one table serves them all). Entries hold
+// the module weakly: a new module at a dead one's address is not sharded.
 class FsdpRegistry {
  public:
   static FsdpRegistry& instance() {
@@ -34,18 +35,23 @@ class FsdpRegistry {
   }
   std::shared_ptr<FsdpParamGroup> find(const torch::nn::Module& module) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = groups_.find(&module);
-    return it == groups_.end() ? nullptr : it->second.lock();
+    auto it = entries_.find(&module);
+    if (it == entries_.end() || it->second.module.expired()) return nullptr;
+    return it->second.group.lock();
   }
-  void add(const torch::nn::Module& module, const std::shared_ptr<FsdpParamGroup>& group) {
+  void add(torch::nn::Module& module, const std::shared_ptr<FsdpParamGroup>& group) {
     std::lock_guard<std::mutex> lock(mutex_);
-    absl::erase_if(groups_, [](const auto& entry) { return entry.second.expired(); });
-    groups_[&module] = group;
+    absl::erase_if(entries_, [](const auto& entry) { return entry.second.module.expired(); });
+    entries_[&module] = {module.shared_from_this(), group};
   }
 
  private:
+  struct Entry {
+    std::weak_ptr<torch::nn::Module> module;
+    std::weak_ptr<FsdpParamGroup> group;
+  };
   std::mutex mutex_;
-  absl::flat_hash_map<const torch::nn::Module*, std::weak_ptr<FsdpParamGroup>> groups_;
+  absl::flat_hash_map<const torch::nn::Module*, Entry> entries_;
 };
 
 std::shared_ptr<torch::nn::Module> shared_module(torch::nn::Module& module,

@@ -5,7 +5,7 @@
 //
 // The random redistribute cases of the local and MPI suites (fewer of them),
 // the collective counts the placements issue names, ops through the dispatch
-// path and tensor-parallel training, all with local tensors on the GPU and
+// path, tensor-parallel training and fully_shard, all with local tensors on the GPU and
 // every result compared exactly (or, for training, within float tolerance)
 // with the single-device one. Without a CUDA device every test skips.
 
@@ -20,7 +20,10 @@
 #endif
 #include <dtensor/mesh/communicator.h>
 #include <dtensor/mesh/device_mesh.h>
+#include <dtensor/nn/fully_shard.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
+#include "tests/support/fsdp_stack.h"
 #include "tests/support/redistribute_cases.h"
 
 #if DTENSOR_TORCH_HAS_CUDA
@@ -145,6 +148,44 @@ TEST_F(NcclDTensorTest, AsyncRedistributeReturnsEarlyAndWaitsOnFirstUse) {
   }
 }
 #endif
+
+// fully_shard on CUDA: the gathered parameters' storage is freed and
+// refilled on the device, all-gathers are prefetched asynchronously from the
+// second step; three SGD steps equal one device's (float32).
+TEST_F(NcclDTensorTest, FullyShardTrainsLikeOneDevice) {
+  const DeviceMesh mesh = init_device_mesh("nccl", {world_size_}, {"dp"});
+  const int64_t rows = 2 * world_size_;
+  const at::Tensor x = testing::stack_batch(rows).to(mesh.device(), at::kFloat);
+  const at::Tensor y = testing::stack_target(rows).to(mesh.device(), at::kFloat);
+  testing::Stack reference = testing::make_stack(2, at::kFloat, mesh.device());
+  testing::Stack model = testing::make_stack(2, at::kFloat, mesh.device());
+  for (testing::StackBlock& block : model->layers) nn::fully_shard(*block, mesh);
+  const nn::FSDPModule root = nn::fully_shard(*model, mesh);
+  const int64_t rank = mesh.get_local_rank(0);
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    for (auto* net : {&reference, &model}) {
+      for (at::Tensor& p : (*net)->parameters()) p.mutable_grad() = at::Tensor();
+    }
+    (reference->forward(x) - y).pow(2).mean().backward();
+    CollectiveCounter counter;
+    (model->forward(x.chunk(world_size_)[rank]) - y.chunk(world_size_)[rank])
+        .pow(2)
+        .mean()
+        .backward();
+    EXPECT_EQ(counter.count("all_gather_v"), 5);
+    EXPECT_EQ(counter.count("reduce_scatter_v"), 3);
+    EXPECT_EQ(root.unsharded_bytes(), 0);
+    at::NoGradGuard no_grad;
+    const auto want = reference->named_parameters();
+    for (const auto& p : model->named_parameters()) {
+      const at::Tensor grad = DTensor(p->grad()).full_tensor();
+      EXPECT_TRUE(at::allclose(grad, want[p.key()].grad(), 1e-4, 1e-5)) << p.key();
+      p->sub_(p->grad().mul(0.1));
+      want[p.key()].sub_(want[p.key()].grad().mul(0.1));
+    }
+  }
+}
 
 #ifndef DTENSOR_NO_TP_MLP  // built without examples
 TEST_F(NcclDTensorTest, TensorParallelMlpTrainsLikeOneDevice) {

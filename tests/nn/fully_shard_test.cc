@@ -24,67 +24,25 @@
 #include <dtensor/nn/module_hooks.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
+#include "tests/support/fsdp_stack.h"
 
 namespace dtensor::nn {
 namespace {
 
 using Counts = std::map<std::string, int64_t, std::less<>>;
 
-// Sizes chosen so that dim 0 of most parameters does not split evenly over
-// 4 ranks (10 rows: 3,3,3,1; 3 rows: 1,1,1,0, an empty shard).
-constexpr int64_t kIn = 6;
-constexpr int64_t kHidden = 10;
-constexpr int64_t kOut = 3;
-
-class BlockImpl : public torch::nn::Module {
- public:
-  BlockImpl() {
-    up = register_module("up", torch::nn::Linear(kHidden, 2 * kHidden));
-    down = register_module("down", torch::nn::Linear(2 * kHidden, kHidden));
-  }
-  at::Tensor forward(const at::Tensor& x) { return x + call(down, at::tanh(call(up, x))); }
-  torch::nn::Linear up{nullptr}, down{nullptr};
-};
-TORCH_MODULE(Block);
-
-class StackImpl : public torch::nn::Module {
- public:
-  explicit StackImpl(int64_t blocks) {
-    input = register_module("input", torch::nn::Linear(kIn, kHidden));
-    for (int64_t b = 0; b < blocks; ++b) {
-      layers.push_back(register_module("layers_" + std::to_string(b), Block()));
-    }
-    output = register_module("output", torch::nn::Linear(kHidden, kOut));
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    at::Tensor h = call(input, x);
-    for (Block& block : layers) h = call(block, h);
-    return call(output, h);
-  }
-  torch::nn::Linear input{nullptr}, output{nullptr};
-  std::vector<Block> layers;
-};
-TORCH_MODULE(Stack);
-
-// Every rank builds the same model: the rank threads share libtorch's
-// default generator, so seeding and initializing happen one rank at a time.
-std::mutex initialization;
+using testing::kStackHidden;
+using testing::kStackIn;
+using testing::kStackOut;
+using testing::Stack;
+using testing::StackBlock;
 
 Stack make_stack(int64_t blocks, at::ScalarType dtype = at::kDouble) {
-  std::lock_guard<std::mutex> lock(initialization);
-  at::manual_seed(7);
-  Stack model(blocks);
-  model->to(dtype);
-  return model;
+  return testing::make_stack(blocks, dtype);
 }
 
-at::Tensor batch(int64_t rows) {
-  return at::arange(rows * kIn, at::kDouble).reshape({rows, kIn}).mul(0.37).sin();
-}
-
-at::Tensor target(int64_t rows) {
-  return at::arange(rows * kOut, at::kDouble).reshape({rows, kOut}).mul(0.21).cos();
-}
+at::Tensor batch(int64_t rows) { return testing::stack_batch(rows); }
+at::Tensor target(int64_t rows) { return testing::stack_target(rows); }
 
 struct Reference {
   std::vector<double> losses;
@@ -138,7 +96,7 @@ void train_and_compare(const OptimizerOptions& options, FullyShardOptions fsdp) 
   run_ranks(4, [&](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(2);
-    for (Block& block : model->layers) fully_shard(*block, mesh, fsdp);
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh, fsdp);
     fully_shard(*model, mesh, fsdp);
     Optimizer optimizer(model->parameters(), options);
     const at::Tensor x = batch(kRows).chunk(4)[rank];
@@ -165,7 +123,7 @@ TEST(FullyShardTest, ParametersAreShardedDim0AsTorchChunk) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(1);
     const Stack reference = make_stack(1);
-    for (Block& block : model->layers) fully_shard(*block, mesh);
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     const FSDPModule root = fully_shard(*model, mesh);
     EXPECT_EQ(root.sharded_parameters().size(), 4u);  // input and output weight and bias
     const auto want = reference->named_parameters();
@@ -204,7 +162,7 @@ TEST(FullyShardTest, OneAllGatherPerGroupAndOneReduceScatter) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(2);
-    for (Block& block : model->layers) fully_shard(*block, mesh);
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     const FSDPModule root = fully_shard(*model, mesh);
     const at::Tensor x = batch(8).chunk(4)[rank];
     for (int step = 0; step < 2; ++step) {
@@ -229,7 +187,7 @@ TEST(FullyShardTest, TheNextGroupIsPrefetchedOnceTheOrderIsKnown) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(2);
-    for (Block& block : model->layers) fully_shard(*block, mesh);
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     fully_shard(*model, mesh);
     const CollectiveCounter* step_counter = nullptr;
     int64_t gathers_before_first_block_computes = -1;
@@ -253,11 +211,12 @@ TEST(FullyShardTest, PeakGatheredBytesAreOneGroupAtATimePlusTheRoot) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(3);
-    const int64_t block_bytes =
-        static_cast<int64_t>((4 * kHidden * kHidden + 2 * kHidden + kHidden) * sizeof(double));
-    const int64_t root_bytes =
-        static_cast<int64_t>((kIn * kHidden + kHidden + kHidden * kOut + kOut) * sizeof(double));
-    for (Block& block : model->layers) fully_shard(*block, mesh);
+    const int64_t block_bytes = static_cast<int64_t>(
+        (4 * kStackHidden * kStackHidden + 2 * kStackHidden + kStackHidden) * sizeof(double));
+    const int64_t root_bytes = static_cast<int64_t>(
+        (kStackIn * kStackHidden + kStackHidden + kStackHidden * kStackOut + kStackOut) *
+        sizeof(double));
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     const FSDPModule root = fully_shard(*model, mesh);
     EXPECT_EQ(root.unsharded_bytes(), 0);
     model->forward(batch(8).chunk(4)[rank]).pow(2).mean().backward();
@@ -270,11 +229,12 @@ TEST(FullyShardTest, UnshardReshardAndKeepingGatheredAfterBackward) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(1);
-    for (Block& block : model->layers) fully_shard(*block, mesh);
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     const FSDPModule root = fully_shard(*model, mesh);
     const FSDPModule block = fsdp_module(*model->layers[0]);
-    const int64_t root_bytes =
-        static_cast<int64_t>((kIn * kHidden + kHidden + kHidden * kOut + kOut) * sizeof(double));
+    const int64_t root_bytes = static_cast<int64_t>(
+        (kStackIn * kStackHidden + kStackHidden + kStackHidden * kStackOut + kStackOut) *
+        sizeof(double));
     {
       CollectiveCounter counter;
       root.unshard();
@@ -283,7 +243,7 @@ TEST(FullyShardTest, UnshardReshardAndKeepingGatheredAfterBackward) {
       EXPECT_EQ(root.unsharded_bytes(), root_bytes);
       // Gathered, the members are the whole parameters.
       EXPECT_FALSE(is_dtensor(model->output->weight));
-      EXPECT_EQ(model->output->weight.sizes(), (std::vector<int64_t>{kOut, kHidden}));
+      EXPECT_EQ(model->output->weight.sizes(), (std::vector<int64_t>{kStackOut, kStackHidden}));
       root.reshard();
       EXPECT_EQ(root.unsharded_bytes(), 0);
       EXPECT_TRUE(is_dtensor(model->output->weight));
@@ -301,6 +261,19 @@ TEST(FullyShardTest, UnshardReshardAndKeepingGatheredAfterBackward) {
     block.reshard();
     root.reshard();
     EXPECT_EQ(root.unsharded_bytes(), 0);
+  });
+}
+
+// The table of fully_shard'ed modules holds them weakly: a model made where
+// a dead one was is a new model.
+TEST(FullyShardTest, AModuleAtADeadOnesAddressIsNew) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
+    for (int round = 0; round < 3; ++round) {
+      Stack model = make_stack(1);
+      fully_shard(*model->layers[0], mesh);
+      fully_shard(*model, mesh);
+    }
   });
 }
 
@@ -333,7 +306,7 @@ TEST(FullyShardTest, GradientAccumulationWithoutSyncEqualsOneBigBatch) {
   run_ranks(4, [&](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(2);
-    for (Block& block : model->layers) fully_shard(*block, mesh);
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     const FSDPModule root = fully_shard(*model, mesh);
     torch::optim::SGD optimizer(model->parameters(), 0.1);
     // Rank r's 4 rows of the 16, as two micro-batches of 2.
@@ -357,7 +330,7 @@ TEST(FullyShardTest, MixedPrecisionComputesInParamDtypeAndKeepsShardsInTheirs) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(2, at::kFloat);
     const MixedPrecisionPolicy mp{.param_dtype = at::kBFloat16, .reduce_dtype = at::kFloat};
-    for (Block& block : model->layers) fully_shard(*block, mesh, {.mp_policy = mp});
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh, {.mp_policy = mp});
     fully_shard(*model, mesh, {.mp_policy = mp});
     // One device under the same casts: bfloat16 parameters and inputs.
     Stack reference = make_stack(2, at::kFloat);
@@ -388,7 +361,7 @@ TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
   run_ranks(4, [&](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"replicate", "shard"});
     Stack model = make_stack(2);
-    for (Block& block : model->layers) fully_shard(*block, mesh);
+    for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     fully_shard(*model, mesh);
     EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
     torch::optim::SGD optimizer(model->parameters(), 0.1);
@@ -450,16 +423,16 @@ TEST(FullyShardTest, BadInputIsRefusedOnEveryRank) {
 class BlocksImpl : public torch::nn::Module {
  public:
   BlocksImpl() {
-    first = register_module("first", Block());
-    second = register_module("second", Block());
+    first = register_module("first", StackBlock());
+    second = register_module("second", StackBlock());
   }
   at::Tensor forward(const at::Tensor& x) { return call(second, call(first, x)); }
-  Block first{nullptr}, second{nullptr};
+  StackBlock first{nullptr}, second{nullptr};
 };
 TORCH_MODULE(Blocks);
 
 Blocks make_blocks() {
-  std::lock_guard<std::mutex> lock(initialization);
+  std::lock_guard<std::mutex> lock(testing::model_initialization_mutex());
   at::manual_seed(3);
   Blocks blocks;
   blocks->to(at::kDouble);
@@ -468,7 +441,8 @@ Blocks make_blocks() {
 
 TEST(FullyShardTest, ARootWithoutParametersOfItsOwnIsFine) {
   Blocks reference = make_blocks();
-  const at::Tensor x = at::linspace(-1, 1, 4 * kHidden, at::kDouble).reshape({4, kHidden});
+  const at::Tensor x =
+      at::linspace(-1, 1, 4 * kStackHidden, at::kDouble).reshape({4, kStackHidden});
   reference->forward(x).pow(2).mean().backward();
   run_ranks(4, [&](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
