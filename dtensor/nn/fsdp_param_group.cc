@@ -317,7 +317,8 @@ void FsdpParamGroup::accumulate_sharded_gradients(const at::Tensor& reduced) {
     DTensorSpecPtr spec = sharded.spec_ptr();
     if (param.tp_spec && is_dtensor(grad)) {
       std::vector<PlacementPtr> placements = sharded.placements();
-      const PlacementPtr& tp_placement = DTensor(grad).placements().front();
+      const DTensor gradient(grad);
+      const PlacementPtr& tp_placement = gradient.placements().front();
       if (tp_placement->is_partial()) {
         placements[sharded.mesh().dim_index(param.tp_spec->mesh().dim_names().front())] =
             tp_placement;

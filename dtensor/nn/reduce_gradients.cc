@@ -60,7 +60,8 @@ void reduce_bucket(const Bucket& bucket) {
     at::Tensor& grad = *bucket.gradients[i];
     const int64_t numel = locals[i].numel();
     // The reduced value, Partial read as Replicate.
-    const DTensorSpec& spec = DTensor(grad).spec();
+    const DTensor gradient(grad);
+    const DTensorSpec& spec = gradient.spec();
     grad = DTensor(reduced.slice(0, offset, offset + numel).view(locals[i].sizes()),
                    std::make_shared<const DTensorSpec>(
                        spec.with_placements(gradient_placements(spec.placements()))))
