@@ -82,6 +82,7 @@ std::shared_ptr<FsdpParamGroup> FsdpParamGroup::create(DeviceMesh mesh, FullySha
   std::shared_ptr<FsdpParamGroup> group(
       new FsdpParamGroup(std::move(mesh), options, std::move(params)));
   group->model_state_->groups.push_back(group);
+  group->store_shards_in_one_buffer();
   for (const FsdpParam& param : group->params_) {
     resize_storage(param.unsharded_data, 0);
     if (!param.unsharded.requires_grad()) continue;
@@ -104,11 +105,27 @@ FsdpParamGroup::FsdpParamGroup(DeviceMesh mesh, FullyShardOptions options,
   for (FsdpParam& param : params_) {
     param.flat_offset = offset;
     offset += param.chunk_rows * param.row_numel;
-    DTENSOR_CHECK(param_dtype(param) == param_dtype(params_.front()),
-                  "fully_shard: expected every parameter of a group to compute in one dtype (one ",
-                  "all-gather moves them all), found ", param_dtype(params_.front()), " for '",
-                  params_.front().path, "' and ", param_dtype(param), " for '", param.path,
-                  "'; set mp_policy.param_dtype or fully_shard them separately");
+    const c10::ScalarType first = DTensor(params_.front().sharded).dtype();
+    DTENSOR_CHECK(DTensor(param.sharded).dtype() == first,
+                  "fully_shard: expected the parameters of a group in one dtype (one buffer holds ",
+                  "their shards, one all-gather moves them), found ", first, " for '",
+                  params_.front().path, "' and ", DTensor(param.sharded).dtype(), " for '",
+                  param.path, "'; fully_shard them separately");
+  }
+}
+
+void FsdpParamGroup::store_shards_in_one_buffer() {
+  if (params_.empty()) return;
+  at::NoGradGuard no_grad;
+  const DTensor first(params_.front().sharded);
+  sharded_flat_ =
+      at::zeros({segment_numel()}, at::TensorOptions().dtype(first.dtype()).device(mesh_.device()));
+  for (FsdpParam& param : params_) {
+    const DTensor shard(param.sharded);
+    const at::Tensor local = shard.to_local();
+    at::Tensor slot = sharded_flat_.narrow(0, param.flat_offset, local.numel()).view(local.sizes());
+    slot.copy_(local);
+    param.sharded = DTensor(slot, shard.spec_ptr()).tensor();
   }
 }
 
@@ -135,12 +152,12 @@ int64_t FsdpParamGroup::segment_numel() const {
              : params_.back().flat_offset + params_.back().chunk_rows * params_.back().row_numel;
 }
 
-c10::ScalarType FsdpParamGroup::param_dtype(const FsdpParam& param) const {
-  return options_.mp_policy.param_dtype.value_or(DTensor(param.sharded).dtype());
+c10::ScalarType FsdpParamGroup::param_dtype() const {
+  return options_.mp_policy.param_dtype.value_or(sharded_flat_.scalar_type());
 }
 
 c10::ScalarType FsdpParamGroup::reduce_dtype() const {
-  return options_.mp_policy.reduce_dtype.value_or(param_dtype(params_.front()));
+  return options_.mp_policy.reduce_dtype.value_or(param_dtype());
 }
 
 void FsdpParamGroup::account(int64_t bytes) {
@@ -158,17 +175,9 @@ std::vector<int64_t> FsdpParamGroup::shard_versions() const {
 void FsdpParamGroup::start_unshard() {
   if (unsharded_ || params_.empty() || pending_gather_.defined()) return;
   at::NoGradGuard no_grad;
-  const c10::ScalarType dtype = param_dtype(params_.front());
-  at::Tensor segment =
-      at::empty({segment_numel()}, at::TensorOptions().dtype(dtype).device(mesh_.device()));
-  for (const FsdpParam& param : params_) {
-    const at::Tensor shard = DTensor(param.sharded).to_local();
-    segment.narrow(0, param.flat_offset, shard.numel()).copy_(shard.reshape({-1}));
-    segment
-        .narrow(0, param.flat_offset + shard.numel(),
-                param.chunk_rows * param.row_numel - shard.numel())
-        .zero_();
-  }
+  const c10::ScalarType dtype = param_dtype();
+  // The shards' own buffer when no cast is needed: nothing is packed.
+  const at::Tensor segment = sharded_flat_.to(dtype);
   auto spec = std::make_shared<const DTensorSpec>(
       mesh_, flat_placements(mesh_, Shard::make(0)),
       std::vector<int64_t>{segment_numel() * mesh_.size(-1)}, dtype);

@@ -108,7 +108,10 @@ class FsdpParamGroup : public std::enable_shared_from_this<FsdpParamGroup> {
  private:
   FsdpParamGroup(DeviceMesh mesh, FullyShardOptions options, std::vector<FsdpParam> params);
   int64_t segment_numel() const;  // a rank's part of the flat buffers
-  c10::ScalarType param_dtype(const FsdpParam& param) const;
+  // Makes the shards views of `sharded_flat_`, each at its offset, so that
+  // the all-gather reads them where they are (as PyTorch's FSDP2 does).
+  void store_shards_in_one_buffer();
+  c10::ScalarType param_dtype() const;  // what the gathered parameters compute in
   c10::ScalarType reduce_dtype() const;
   // Starts the all-gather of the neighbour `step` places away in forward
   // order, once the order is known.
@@ -127,6 +130,9 @@ class FsdpParamGroup : public std::enable_shared_from_this<FsdpParamGroup> {
   DeviceMesh mesh_;  // the data-parallel mesh (1-D, or 2-D for HSDP)
   FullyShardOptions options_;
   std::vector<FsdpParam> params_;
+  // This rank's shards, each padded to chunk_rows rows (the padding stays
+  // zero): the all-gather's input.
+  at::Tensor sharded_flat_;
   std::shared_ptr<FsdpModelState> model_state_;
   std::vector<std::shared_ptr<FsdpParamGroup>> children_;
   bool unsharded_ = false;

@@ -231,15 +231,16 @@ FSDPModule fully_shard(torch::nn::Module& module, const DeviceMesh& mesh,
   collect(module, "", /*top=*/true, sites, children);
   check_options(mesh, sites);
   std::vector<FsdpParam> params;
-  for (const ParameterSite& site : sites) {
+  for (const ParameterSite& site : sites) params.push_back(make_param(site, mesh, options));
+  std::shared_ptr<FsdpParamGroup> group = FsdpParamGroup::create(mesh, options, std::move(params));
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const ParameterSite& site = sites[i];
     const std::vector<nn_internal::WatchedParameter> before =
         nn_internal::watch(site.owner->named_parameters(false));
-    params.push_back(make_param(site, mesh, options));
-    replace_parameter(*site.owner, site.name, params.back().sharded);
+    replace_parameter(*site.owner, site.name, group->params()[i].sharded);
     nn_internal::check_no_stale_references("fully_shard", "parameter", site.path,
                                            site.owner->named_parameters(false), before);
   }
-  std::shared_ptr<FsdpParamGroup> group = FsdpParamGroup::create(mesh, options, std::move(params));
   for (const std::shared_ptr<FsdpParamGroup>& child : children) {
     child->join(group->model_state());
     group->add_child(child);

@@ -409,6 +409,18 @@ TEST(FullyShardTest, BadInputIsRefusedOnEveryRank) {
     }
     {
       Stack model = make_stack(1);
+      model->output->to(at::kFloat);  // the rest stays float64
+      try {
+        fully_shard(*model, mesh);
+        ADD_FAILURE() << "a group of float and double parameters was accepted";
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("expected the parameters of a group in one dtype"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    {
+      Stack model = make_stack(1);
       torch::optim::SGD early(model->parameters(), 0.1);
       try {
         fully_shard(*model, mesh);
