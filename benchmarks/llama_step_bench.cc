@@ -10,7 +10,8 @@
 // per step, both report the collectives and the bytes of each rank's input
 // buffers by kind, and the step time (forward, backward, gradient
 // reductions, SGD update; the median over steps of the max over ranks).
-// Step 0's losses are compared: both compute one model.
+// Step 0's losses are compared: both compute one model. Data parallelism
+// (fully_shard, alone or over TP) is measured by fsdp_step_bench.
 //
 //   build/benchmarks/llama_step_bench                        # 4 threads, local backend
 //   mpirun -np 4 build/benchmarks/llama_step_bench --backend=mpi
@@ -236,8 +237,6 @@ double timed(Communicator& world, Step&& step) {
   return seconds.item<double>();
 }
 
-int64_t tp_dim(const DeviceMesh& mesh) { return mesh.ndim() == 1 ? 0 : mesh.dim_index("tp"); }
-
 class DTensorStep {
  public:
   explicit DTensorStep(const Setup& s) : s_(s), model_(seeded_model(s.config)) {
@@ -274,9 +273,8 @@ class MegatronStep {
  public:
   explicit MegatronStep(const Setup& s)
       : s_(s),
-        tp_(*s.mesh.communicator(tp_dim(s.mesh))),
+        tp_(*s.mesh.communicator(0)),
         model_(seeded_model(local_config(s.config, tp_.size()))) {
-    if (s.mesh.ndim() == 2) dp_ = s.mesh.communicator(s.mesh.dim_index("dp")).get();
     std::unique_lock<std::mutex> lock(generator_mutex);  // the Linear draws its weights
     model_->output = model_->replace_module(
         "output",
@@ -285,9 +283,8 @@ class MegatronStep {
     lock.unlock();
     copy_shards_of(seeded_model(s.config));
     add_hooks();
-    const int64_t dp_size = dp_ ? dp_->size() : 1, dp_rank = dp_ ? dp_->rank() : 0;
-    tokens_ = s.tokens.chunk(dp_size, 0)[dp_rank];
-    targets_ = s.targets.chunk(dp_size, 0)[dp_rank];
+    tokens_ = s.tokens;
+    targets_ = s.targets;
     if (s.plan == LlamaPlan::kSequenceParallel) tokens_ = my_chunk(tp_, tokens_, 1);
   }
 
@@ -305,9 +302,7 @@ class MegatronStep {
     hand_counts = nullptr;
     result.calls = counts.calls;
     result.bytes = counts.bytes;
-    at::Tensor value = loss.detach().clone().view({1});  // logging, not the step
-    if (dp_ != nullptr) dp_->all_reduce(value, ReduceOp::kAvg);
-    result.loss = value.item<double>();
+    result.loss = loss.item<double>();  // logging, not the step
     return result;
   }
 
@@ -377,8 +372,8 @@ class MegatronStep {
                                             targets_.reshape({-1}), handle(tp_));
   }
 
-  // One bucket per reduction: the norms' and the embedding's gradients
-  // summed over the sequence split (SP), every gradient averaged over dp.
+  // One bucket: the norms' and the embedding's gradients summed over the
+  // sequence split (SP).
   void reduce_gradients() {
     if (s_.plan == LlamaPlan::kSequenceParallel) {
       std::vector<at::Tensor> replicated;
@@ -389,11 +384,6 @@ class MegatronStep {
         }
       }
       reduce_bucket(tp_, replicated, ReduceOp::kSum);
-    }
-    if (dp_ != nullptr) {
-      std::vector<at::Tensor> all;
-      for (at::Tensor& p : model_->parameters()) all.push_back(p.mutable_grad());
-      reduce_bucket(*dp_, all, ReduceOp::kAvg);
     }
   }
 
@@ -411,7 +401,6 @@ class MegatronStep {
 
   const Setup& s_;
   Communicator& tp_;
-  Communicator* dp_ = nullptr;
   Llama model_;
   at::Tensor tokens_, targets_;
 };
@@ -486,8 +475,7 @@ void run_rank(const Options& options, int rank) {
   const std::vector<std::pair<LlamaPlan, std::vector<int64_t>>> cases = {
       {LlamaPlan::kTensorParallel, {4}},
       {LlamaPlan::kSequenceParallel, {4}},
-      {LlamaPlan::kLossParallel, {4}},
-      {LlamaPlan::kTensorParallel, {2, 2}}};
+      {LlamaPlan::kLossParallel, {4}}};
   {
     Llama one_device = seeded_model(config);
     const double loss = one_device->loss(tokens, targets).item<double>();
@@ -500,9 +488,7 @@ void run_rank(const Options& options, int rank) {
     std::printf("|---|---|---|---|---|---|---|\n");
   }
   for (const auto& [plan, shape] : cases) {
-    const std::vector<std::string> names =
-        shape.size() == 1 ? std::vector<std::string>{"tp"} : std::vector<std::string>{"dp", "tp"};
-    const Setup setup{config, plan, init_device_mesh(options.backend, shape, names), tokens,
+    const Setup setup{config, plan, init_device_mesh(options.backend, shape, {"tp"}), tokens,
                       targets};
     DTensorStep dtensor_step(setup);
     MegatronStep megatron_step(setup);
