@@ -196,8 +196,9 @@ def load_gbench(path):
                              for r in data["benchmarks"] if r["run_type"] == "iteration"}
 
 
-def micros(run, key="real_time"):
-    return run[key] * US_PER[run["time_unit"]]
+def micros(run):
+    """The run's time per iteration in µs."""
+    return run["real_time"] * US_PER[run["time_unit"]]
 
 
 def by_case(runs, prefix):
@@ -252,7 +253,7 @@ def collective_section(results):
 # ---------------------------------------------------------------------------
 # redistribute_bench.
 
-LABEL = re.compile(r"(?P<transition>.*) \[(?P<plan>[^][]*)\](?: raw \[(?P<raw>[^][]*)\])?")
+LABEL = re.compile(r"(?P<transition>.*?) \[(?P<plan>[^][]*)\](?: raw \[(?P<raw>[^][]*)\])?")
 
 
 def redistribute_plot(cases, name, title):
@@ -274,7 +275,8 @@ def redistribute_plot(cases, name, title):
         ax.plot(x, ours, "o-", label="redistribute (ours)")
         ax.plot(x, raw, "s--", label="raw collective")
         ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        decades = math.log10(max(ours + raw) / min(ours + raw))
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades < 3 else (1.0,)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: sig(v, 1)))
         ax.yaxis.set_minor_locator(LogLocator(subs="all"))
         ax.yaxis.set_minor_formatter(NullFormatter())
@@ -311,11 +313,11 @@ def redistribute_tables(runs, backend, heading):
 
     rows = []
     for case, at in cases.items():
-        labels = {LABEL.fullmatch(r.get("label", "")) for r in at.values()} - {None}
+        labels = [LABEL.fullmatch(r["label"]) for r in at.values()]
         plans = sorted({m["plan"] for m in labels})
-        raws = sorted({m["raw"] or "" for m in labels})
-        transition = next(iter(labels))["transition"] if labels else ""
-        rows.append([case, f"`{transition}`", "; ".join(plans), "; ".join(raws)])
+        raws = sorted({m["raw"] for m in labels if m["raw"]})  # older runs did not name it
+        rows.append([case, f"`{labels[0]['transition']}`", "; ".join(plans),
+                     "; ".join(raws) or "–"])
     out.append(table(["case", "transition", "plan", "raw"], rows))
     out.append("\n")
 
