@@ -10,11 +10,13 @@
 // per step, both report the collectives and the bytes of each rank's input
 // buffers by kind, and the step time (forward, backward, gradient
 // reductions, SGD update; the median over steps of the max over ranks).
-// Step 0's losses are compared: both compute one model. Data parallelism
-// (fully_shard, alone or over TP) is measured by fsdp_step_bench.
+// Step 0's losses are compared: both compute one model. Rank 0 prints a
+// markdown table and, with --json=FILE, writes the same rows as JSON
+// (benchmarks/make_results.py reads it). Data parallelism (fully_shard,
+// alone or over TP) is measured by fsdp_step_bench.
 //
 //   build/benchmarks/llama_step_bench                        # 4 threads, local backend
-//   mpirun -np 4 build/benchmarks/llama_step_bench --backend=mpi
+//   mpirun -np 4 build/benchmarks/llama_step_bench --backend=mpi --json=llama.json
 //   build/benchmarks/llama_step_bench --size=test --steps=2  # the tests' 2-layer model
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -25,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -413,6 +416,7 @@ struct Options {
   int ranks = 4;
   int steps = 10;
   std::string size = "bench";  // or "test": the tests' model
+  std::string json;            // where rank 0 writes the rows as JSON; empty: nowhere
 };
 
 LlamaConfig config_of(const std::string& size) {
@@ -450,6 +454,41 @@ int64_t total(const Counts& counts) {
   return sum;
 }
 
+// One printed row: a plan on a mesh under one implementation.
+struct Row {
+  std::string plan, mesh, implementation;
+  StepResult result;
+};
+
+// {"all_reduce": 9, ...}; the keys are collective names (no quotes to escape).
+std::string json_object(const Counts& counts) {
+  std::string text;
+  for (const auto& [kind, value] : counts) {
+    text += (text.empty() ? "\"" : ", \"") + kind + "\": " + std::to_string(value);
+  }
+  return "{" + text + "}";
+}
+
+// The rows of the table with the run's settings; mesh strings hold no quotes.
+void write_json(const Options& options, int ranks, double one_device_loss,
+                const std::vector<Row>& rows) {
+  std::ofstream out(options.json);
+  DTENSOR_CHECK(out.good(), "llama_step_bench: --json: cannot write ", options.json);
+  out.precision(9);
+  out << "{\n  \"context\": {\"backend\": \"" << options.backend << "\", \"ranks\": " << ranks
+      << ", \"size\": \"" << options.size << "\", \"steps\": " << options.steps
+      << ", \"one_device_loss\": " << one_device_loss << "},\n  \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& row = rows[i];
+    out << (i ? ",\n" : "\n") << "    {\"plan\": \"" << row.plan << "\", \"mesh\": \"" << row.mesh
+        << "\", \"implementation\": \"" << row.implementation
+        << "\", \"step_ms\": " << row.result.seconds * 1e3 << ", \"loss\": " << row.result.loss
+        << ", \"collectives\": " << json_object(row.result.calls)
+        << ", \"bytes\": " << json_object(row.result.bytes) << "}";
+  }
+  out << "\n  ]\n}\n";
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -476,10 +515,11 @@ void run_rank(const Options& options, int rank) {
       {LlamaPlan::kTensorParallel, {4}},
       {LlamaPlan::kSequenceParallel, {4}},
       {LlamaPlan::kLossParallel, {4}}};
+  double one_device_loss = 0;
   {
     Llama one_device = seeded_model(config);
-    const double loss = one_device->loss(tokens, targets).item<double>();
-    if (rank == 0) std::printf("One device, step 0: loss %.6f\n\n", loss);
+    one_device_loss = one_device->loss(tokens, targets).item<double>();
+    if (rank == 0) std::printf("One device, step 0: loss %.6f\n\n", one_device_loss);
   }
   if (rank == 0) {
     std::printf(
@@ -487,6 +527,8 @@ void run_rank(const Options& options, int rank) {
         "loss (step 0) |\n");
     std::printf("|---|---|---|---|---|---|---|\n");
   }
+  std::vector<Row> rows;
+  int ranks = 0;
   for (const auto& [plan, shape] : cases) {
     const Setup setup{config, plan, init_device_mesh(options.backend, shape, {"tp"}), tokens,
                       targets};
@@ -495,8 +537,10 @@ void run_rank(const Options& options, int rank) {
     const StepResult ours = measure(dtensor_step, options.steps);
     const StepResult floor = measure(megatron_step, options.steps);
     if (rank != 0) continue;
+    ranks = static_cast<int>(setup.mesh.world()->size());
     for (const auto& [name, r] : {std::pair<const char*, const StepResult&>{"dtensor", ours},
                                   {"hand-written Megatron", floor}}) {
+      rows.push_back({examples::plan_name(plan), setup.mesh.to_string(), name, r});
       std::printf("| %s | %s | %s | %lld: %s | %.1f: %s | %.2f | %.6f |\n",
                   examples::plan_name(plan).c_str(), setup.mesh.to_string().c_str(), name,
                   static_cast<long long>(total(r.calls)), counts_text(r.calls, false).c_str(),
@@ -505,6 +549,7 @@ void run_rank(const Options& options, int rank) {
     }
     std::fflush(stdout);
   }
+  if (rank == 0 && !options.json.empty()) write_json(options, ranks, one_device_loss, rows);
 }
 
 Options parse(int argc, char** argv) {
@@ -524,10 +569,12 @@ Options parse(int argc, char** argv) {
       options.steps = std::stoi(*v);
     } else if (auto v = value("--size")) {
       options.size = *v;
+    } else if (auto v = value("--json")) {
+      options.json = *v;
     } else {
       DTENSOR_CHECK(false,
-                    "llama_step_bench: expected --backend=local|mpi, --ranks=N, --steps=N "
-                    "or --size=test|bench, found ",
+                    "llama_step_bench: expected --backend=local|mpi, --ranks=N, --steps=N, "
+                    "--size=test|bench or --json=FILE, found ",
                     arg);
     }
   }

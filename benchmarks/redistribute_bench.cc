@@ -30,7 +30,9 @@
 //     RS0_to_S0R: all_gather of the global bytes on mesh dim 1 (then R -> S(0) on mesh dim 0 is a
 //                 local slice). Rank (i,j) holds row half j and needs half i, so a rank off the
 //                 diagonal must receive global/2 bytes whatever the plan: that gather is the floor.
-//   Each case's label prints the plan the planner really chose ("d1:all_gather_v ...").
+//   Each case's label prints the plan the planner really chose and the raw steps it is held
+//   against: "S(0),S(1) -> R,R [d1:all_gather_v + d0:all_gather_v] raw [d1:all_gather +
+//   d0:all_gather]" (d0,1: the flattened mesh; benchmarks/make_results.py reads it).
 //
 // Tensors: float32, global shape [rows, 256] with rows = bytes / 1024 (S(1) splits the 256
 // columns), bytes = 4 KiB .. 256 MiB in powers of 4: the size in the name is the GLOBAL tensor's
@@ -190,6 +192,21 @@ Meshes make_meshes(const RankContext& ctx) {
     meshes.flat2 = meshes.mesh2->flatten("dp_tp").communicator(0);
   }
   return meshes;
+}
+
+// "d1:all_gather + d0:all_gather": the raw steps a case is held against.
+std::string raw_text(const Case& c) {
+  std::string text;
+  for (const RawStep& step : c.raw) {
+    if (!text.empty()) text += " + ";
+    if (step.collective == "memcpy") {
+      text += "memcpy";
+      continue;
+    }
+    text += step.group == Group::kDim0 ? "d0:" : step.group == Group::kDim1 ? "d1:" : "d0,1:";
+    text += step.collective == "ragged_all_to_all_v" ? "all_to_all_v" : step.collective;
+  }
+  return text;
 }
 
 // "d1:all_gather_v + d0:all_gather_v": the steps the planner chose.
@@ -394,7 +411,8 @@ class RedistributeBenchRank final : public BenchRank {
         benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults,
                            benchmark::Counter::OneK::kIs1024);
     state.counters["ranks"] = size_of(ctx());
-    state.SetLabel(cases_[c].source + " -> " + cases_[c].target + " [" + run.plan() + "]");
+    state.SetLabel(cases_[c].source + " -> " + cases_[c].target + " [" + run.plan() + "] raw [" +
+                   raw_text(cases_[c]) + "]");
   }
 
   // No collective: the calling rank alone (see the header comment).

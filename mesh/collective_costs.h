@@ -10,7 +10,7 @@ namespace dtensor {
 // fixed latency per call plus the bytes a rank sends over a bandwidth. The
 // numbers only rank candidate plans (fewer collectives against fewer bytes);
 // they do not predict times. Each backend gives its own, from the
-// measurements in benchmarks/RESULTS.md.
+// measurements in benchmarks/RESULTS.md (its history before 390419a).
 struct CollectiveCosts {
   double latency_us = 20.0;
   double bytes_per_us = 10000.0;

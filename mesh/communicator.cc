@@ -229,7 +229,7 @@ constexpr int64_t kMaxKeptStagingBytes = int64_t{64} << 20;
 // A flat buffer of `numel` elements for staging a collective's parts. On the
 // CPU it is kept per thread and slot and reused (grown when too small, up to
 // kMaxKeptStagingBytes): a fresh multi-MiB buffer page-faults on every call,
-// which cost MPI's S(1) -> R of 16 MiB 3.5x its gather (benchmarks/RESULTS.md).
+// which cost MPI's S(1) -> R of 16 MiB 3.5x its gather (benchmarks/RESULTS.md at 390419a).
 // Blocking CPU collectives are done with it when they return; CUDA buffers
 // come from the caching allocator and may still be in use on the stream, so
 // they are always new.

@@ -238,7 +238,7 @@ std::vector<int64_t> offsets_of(const std::vector<int64_t>& numel) {
 
 // Every rank's input, in rank order, laid along `dim` of `out`. One cat
 // writes each row's parts in turn, faster than a strided copy per part
-// (benchmarks/RESULTS.md); an input inside `out` (an in-place gather) is
+// (benchmarks/RESULTS.md at 390419a); an input inside `out` (an in-place gather) is
 // copied part by part, which cat refuses.
 void concatenate(const std::vector<PostedCall>& posted, at::Tensor& out, int64_t dim) {
   std::vector<at::Tensor> parts;

@@ -484,7 +484,7 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
 
 // The slices travel as parts of one exchange (strided ones in place), so
 // the S(0) -> S(1) re-shard sends straight from its input
-// (benchmarks/RESULTS.md, session 6). Always: whether slices are
+// (benchmarks/RESULTS.md at 390419a, session 6). Always: whether slices are
 // consecutive depends on each rank's shapes, and every rank must take the
 // same path.
 void MpiCommunicator::do_all_to_all_v_along(const at::Tensor& input,
