@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,9 @@ using IndexLists = std::vector<std::vector<int64_t>>;
 
 constexpr const char* kIndexFile = "index.json";
 constexpr const char* kFormat = "dtensor-checkpoint";
+// A Hugging Face model directory: one file, or several and their index.
+constexpr const char* kHfSingleFile = "model.safetensors";
+constexpr const char* kHfIndexFile = "model.safetensors.index.json";
 
 // ---------------------------------------------------------------------------
 // Boxes: the parts of a global tensor one rank holds, as runs of consecutive
@@ -380,16 +384,21 @@ Box parse_box(const nlohmann::json& value, const Shape& shape, const std::string
   return box;
 }
 
-Source read_index(const fs::path& dir) {
-  const fs::path path = dir / kIndexFile;
+// The JSON file `path`, or a clear error.
+nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   DTENSOR_CHECK(in.good(), "checkpoint::load: cannot read ", path.string());
-  nlohmann::json json;
   try {
-    json = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& error) {
     DTENSOR_CHECK(false, "checkpoint::load: ", path.string(), " is not valid JSON: ", error.what());
   }
+  return {};
+}
+
+Source read_index(const fs::path& dir) {
+  const fs::path path = dir / kIndexFile;
+  const nlohmann::json json = read_json(path);
   const std::string where = "checkpoint::load: " + path.string();
   DTENSOR_CHECK(
       json.is_object() && json.value("format", "") == kFormat && json.value("version", 0) == 1,
@@ -418,27 +427,61 @@ Source read_index(const fs::path& dir) {
   return source;
 }
 
-// A plain safetensors file: each entry one whole tensor.
-Source read_single_file(const fs::path& path) {
-  const SafetensorsReader reader(path.string());
-  Source source{path.parent_path(), {}};
+// The entries `names` of the safetensors file `file` in `source.dir` (every
+// entry when `names` is null), each as one whole tensor.
+void add_whole_tensors(Source& source, const std::string& file,
+                       const std::set<std::string>* names) {
+  const SafetensorsReader reader((source.dir / file).string());
   for (const auto& [name, entry] : reader.entries()) {
-    source.tensors.emplace(
-        name,
-        Record{entry.shape,
-               entry.dtype,
-               {Box{path.filename().string(), name, Shape(entry.shape.size(), 0), entry.shape}}});
+    if (names != nullptr && names->count(name) == 0) continue;
+    source.tensors.emplace(name,
+                           Record{entry.shape,
+                                  entry.dtype,
+                                  {Box{file, name, Shape(entry.shape.size(), 0), entry.shape}}});
   }
+  if (names == nullptr) return;
+  for (const std::string& name : *names) {
+    DTENSOR_CHECK(source.tensors.count(name) == 1, "checkpoint::load: ", reader.path(),
+                  ": no tensor \"", name, "\", which ", kHfIndexFile, " places there");
+  }
+}
+
+// A Hugging Face sharded checkpoint: model.safetensors.index.json's
+// "weight_map" names the file of each tensor.
+Source read_hf_index(const fs::path& dir) {
+  const fs::path path = dir / kHfIndexFile;
+  const nlohmann::json json = read_json(path);
+  const std::string where = "checkpoint::load: " + path.string();
+  const nlohmann::json& weight_map = json_member(json, "weight_map", where);
+  DTENSOR_CHECK(weight_map.is_object(), where, ": \"weight_map\": expected an object, found ",
+                weight_map.type_name());
+  std::map<std::string, std::set<std::string>> files;
+  for (const auto& [name, file] : weight_map.items()) {
+    DTENSOR_CHECK(file.is_string() && file.get<std::string>().find('/') == std::string::npos, where,
+                  ": \"", name, "\": expected a file name, found ", file.dump());
+    files[file.get<std::string>()].insert(name);
+  }
+  Source source{dir, {}};
+  for (const auto& [file, names] : files) add_whole_tensors(source, file, &names);
   return source;
 }
 
 Source read_source(const fs::path& path) {
   DTENSOR_CHECK(fs::exists(path), "checkpoint::load: ", path.string(), " does not exist");
-  if (!fs::is_directory(path)) return read_single_file(path);
-  DTENSOR_CHECK(fs::exists(path / kIndexFile),
-                "checkpoint::load: expected a checkpoint directory holding ", kIndexFile,
-                " or a .safetensors file, found the directory ", path.string(), " without one");
-  return read_index(path);
+  if (!fs::is_directory(path)) {
+    Source source{path.parent_path(), {}};
+    add_whole_tensors(source, path.filename().string(), nullptr);
+    return source;
+  }
+  if (fs::exists(path / kIndexFile)) return read_index(path);
+  if (fs::exists(path / kHfIndexFile)) return read_hf_index(path);
+  DTENSOR_CHECK(fs::exists(path / kHfSingleFile),
+                "checkpoint::load: expected a .safetensors file or a directory holding ",
+                kIndexFile, ", ", kHfIndexFile, " or ", kHfSingleFile, ", found the directory ",
+                path.string(), " without any");
+  Source source{path, {}};
+  add_whole_tensors(source, kHfSingleFile, nullptr);
+  return source;
 }
 
 // One tensor to fill: its local shard, and which global index each local

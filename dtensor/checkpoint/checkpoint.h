@@ -52,8 +52,10 @@ void save(const std::map<std::string, at::Tensor>& state, const std::string& dir
 
 // Fills every tensor of `state` in place (its storage, so optimizers holding
 // the tensors see the new values) from the checkpoint at `path`: a directory
-// written by `save`, or one plain `.safetensors` file (each entry one whole
-// tensor, as Hugging Face writes them). Each rank reads, with pread, exactly
+// written by `save`, one plain `.safetensors` file (each entry one whole
+// tensor, as Hugging Face writes them), or a Hugging Face model directory
+// (`model.safetensors`, or `model.safetensors.index.json` and the files its
+// "weight_map" names). Each rank reads, with pread, exactly
 // the byte ranges its current local shard needs, whatever mesh and placements
 // wrote the checkpoint: Shard (uneven, empty), Replicate, StridedShard,
 // Ragged over one dim and user placements through their index lists.

@@ -95,12 +95,14 @@ struct Layouts {
 };
 
 // Uneven and empty shards of a [7, 5] tensor, strided shards, two dims
-// split, Partial sources (targets skip them), plain tensors.
+// split, Ragged rows, Partial sources (targets skip them), plain tensors.
 const std::vector<Layouts>& matrix() {
   static const std::vector<Layouts> layouts = {
       {{1}, {"R", "S(1)", "P(sum)"}},
-      {{4}, {"R", "S(0)", "S(1)", "SS(0,2)", "P(sum)", "plain"}},
-      {{2, 2}, {"S(0),S(1)", "S(1),S(0)", "S(0),S(0)", "SS(0,2),S(0)", "R,S(1)", "P(sum),S(1)"}},
+      {{4}, {"R", "S(0)", "S(1)", "SS(0,2)", "RG(dims=1,units=[1,2,4,0])", "P(sum)", "plain"}},
+      {{2, 2},
+       {"S(0),S(1)", "S(1),S(0)", "S(0),S(0)", "SS(0,2),S(0)", "R,S(1)",
+        "RG(dims=1,units=[3,4]),S(1)", "P(sum),S(1)"}},
       {{2, 2, 2}, {"S(0),S(1),R", "R,S(1),S(0)", "S(1),P(sum),S(0)", "SS(1,2),S(1),R"}},
   };
   return layouts;
@@ -353,6 +355,49 @@ TEST(CheckpointTest, SaveReplacesAnOlderCheckpoint) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
+// A save that fails on some rank throws on every rank and leaves the older
+// checkpoint whole and nothing beside it.
+TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
+  TempDir dir;
+  const std::string path = dir / "ckpt";
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    save({{"w", lay_out(at::full({5, 3}, 1.0), mesh, "S(0)")}}, path);
+    // The plain complex tensor is rank 1's to write, and safetensors has no
+    // name for its dtype.
+    DTENSOR_EXPECT_ERROR(save({{"a", lay_out(at::full({5, 3}, 2.0), mesh, "S(0)")},
+                               {"b", at::zeros({2}, at::kComplexFloat)}},
+                              path),
+                         "failed on");
+  });
+  State state = {{"w", at::zeros({5, 3})}};
+  load(state, path);
+  EXPECT_TRUE(at::equal(state["w"], at::full({5, 3}, 1.0)));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+// A Hugging Face sharded model directory (an index naming each tensor's
+// file) loads into sharded DTensors.
+TEST(CheckpointTest, HuggingFaceShardedDirectoryLoads) {
+  TempDir dir;
+  const at::Tensor a = reference({6, 4}, at::kBFloat16);
+  const at::Tensor b = reference({5}, at::kFloat);
+  write_safetensors(dir / "model-00001-of-00002.safetensors", {{"a", a}});
+  write_safetensors(dir / "model-00002-of-00002.safetensors",
+                    {{"b", b}, {"unused", at::ones({3})}});
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"metadata": {"total_size": 68}, "weight_map": {"a": "model-00001-of-00002.safetensors",)"
+      << R"( "b": "model-00002-of-00002.safetensors"}})";
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    State state = {{"a", lay_out(at::zeros({6, 4}, at::kBFloat16), mesh, "S(1),S(0)")},
+                   {"b", lay_out(at::zeros({5}), mesh, "R,S(0)")}};
+    load(state, dir.path().string());
+    EXPECT_TRUE(at::equal(local_of(state["a"]), local_of(lay_out(a, mesh, "S(1),S(0)"))));
+    EXPECT_TRUE(at::equal(local_of(state["b"]), local_of(lay_out(b, mesh, "R,S(0)"))));
+  });
+}
+
 // A module's parameters and buffers by dotted name, loaded in place.
 TEST(CheckpointTest, ModuleStateDictLoadsInPlace) {
   TempDir dir;
@@ -439,7 +484,7 @@ TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
                          "expected at least the 8-byte header length");
     DTENSOR_EXPECT_ERROR(load(state, uncovered), "boxes hold 4 elements, expected the tensor's 8");
     DTENSOR_EXPECT_ERROR(load(state, dir / "nothing-here"), "does not exist");
-    DTENSOR_EXPECT_ERROR(load(state, dir.path().string()), "without one");
+    DTENSOR_EXPECT_ERROR(load(state, dir.path().string()), "without any");
     expect_untouched();
   });
 }
