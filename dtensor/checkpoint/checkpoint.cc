@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -488,12 +489,13 @@ Source read_source(const fs::path& path) {
 // index stands for.
 struct Target {
   std::string name;
+  at::Tensor tensor;
   at::Tensor local;
   IndexLists indices;
 };
 
 Target target_of(const std::string& name, const at::Tensor& tensor) {
-  if (!is_dtensor(tensor)) return {name, tensor, whole_tensor(tensor.sizes().vec())};
+  if (!is_dtensor(tensor)) return {name, tensor, tensor, whole_tensor(tensor.sizes().vec())};
   const DTensor dtensor(tensor);
   DTENSOR_CHECK(!dtensor.spec().has_partial(), "checkpoint::load: tensor \"", name,
                 "\": expected no Partial placement (load into Replicate and redistribute), found ",
@@ -502,7 +504,7 @@ Target target_of(const std::string& name, const at::Tensor& tensor) {
   DTENSOR_CHECK(layout.merged_leading_dims == 1, "checkpoint::load: tensor \"", name,
                 "\": Ragged placements merging ", layout.merged_leading_dims,
                 " dims are not supported yet");
-  return {name, dtensor.to_local(), layout.global_indices()};
+  return {name, tensor, dtensor.to_local(), layout.global_indices()};
 }
 
 // Checks that `source` has `name` with `tensor`'s global shape and dtype.
@@ -636,6 +638,24 @@ at::Tensor read_target(const Target& target, const Record& record, const std::ve
   return staging;
 }
 
+// The new local data of every tensor of `state`, read from `path` after
+// every check.
+std::vector<at::Tensor> read_state(const std::vector<Target>& targets, const std::string& path) {
+  const Source source = read_source(fs::path(path));
+  std::vector<const Record*> records;
+  std::vector<std::vector<Read>> reads;
+  for (const Target& target : targets) {
+    records.push_back(&matching_record(source, target.name, target.tensor));
+    reads.push_back(plan_reads(target, *records.back()));
+  }
+  Readers readers(source.dir);
+  std::vector<at::Tensor> staged;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    staged.push_back(read_target(targets[i], *records[i], reads[i], readers));
+  }
+  return staged;
+}
+
 }  // namespace
 
 void save(const std::map<std::string, at::Tensor>& state, const std::string& dir) {
@@ -669,20 +689,21 @@ void save(const std::map<std::string, at::Tensor>& state, const std::string& dir
 
 void load(std::map<std::string, at::Tensor>& state, const std::string& path) {
   at::NoGradGuard no_grad;
-  const Source source = read_source(fs::path(path));
-  // Every check before any tensor changes.
+  const World world = world_of(state);
   std::vector<Target> targets;
-  std::vector<const Record*> records;
-  std::vector<std::vector<Read>> reads;
-  for (const auto& [name, tensor] : state) {
-    records.push_back(&matching_record(source, name, tensor));
-    targets.push_back(target_of(name, tensor));
-    reads.push_back(plan_reads(targets.back(), *records.back()));
-  }
-  Readers readers(source.dir);
   std::vector<at::Tensor> staged;
-  for (size_t i = 0; i < targets.size(); ++i)
-    staged.push_back(read_target(targets[i], *records[i], reads[i], readers));
+  std::exception_ptr failure;
+  try {
+    for (const auto& [name, tensor] : state) targets.push_back(target_of(name, tensor));
+    staged = read_state(targets, path);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // No rank changes a tensor unless every rank has read all it needs.
+  const int64_t failures = sum_over_ranks(world, failure ? 1 : 0);
+  if (failure) std::rethrow_exception(failure);
+  DTENSOR_CHECK(failures == 0, "checkpoint::load: ", path, ": failed on ", failures,
+                " other rank(s); no tensor changed");
   for (size_t i = 0; i < targets.size(); ++i) targets[i].local.copy_(staged[i]);
 }
 

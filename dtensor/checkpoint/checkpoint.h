@@ -60,6 +60,11 @@ void save(const std::map<std::string, at::Tensor>& state, const std::string& dir
 // wrote the checkpoint: Shard (uneven, empty), Replicate, StridedShard,
 // Ragged over one dim and user placements through their index lists.
 //
+// Each rank reads for itself, into host buffers the size of its shards, and
+// changes its tensors only after every rank has read all it needs (one
+// all-reduce over the DTensors' root mesh), so an error anywhere leaves every
+// rank's state untouched.
+//
 // Checks first and throws dtensor::Error, leaving `state` untouched, for: a
 // path that does not exist, a corrupt or truncated file or index, a tensor
 // the checkpoint lacks, a global shape or dtype that differs, boxes that do

@@ -29,6 +29,7 @@
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include "tests/support/checkpoint_layouts.h"
 #include "tests/support/expect_error.h"
 
 namespace dtensor::checkpoint {
@@ -56,37 +57,11 @@ class TempDir {
   fs::path path_;
 };
 
-// Distinct values every tested dtype holds exactly.
+using testing::lay_out;
+using testing::local_of;
+
 at::Tensor reference(const std::vector<int64_t>& shape, c10::ScalarType dtype) {
-  int64_t numel = 1;
-  for (const int64_t size : shape) numel *= size;
-  at::Tensor values = at::arange(numel, at::kLong).sub(numel / 2);
-  if (dtype == at::kLong) return values.mul(int64_t{1'000'000'007}).reshape(shape);
-  return values.to(at::kDouble).mul(0.25).to(dtype).reshape(shape);
-}
-
-// `global` laid out as `placements` on `mesh`; a Partial dim holds the value
-// on its coordinate 0 and zeros elsewhere. "plain" keeps the tensor plain.
-at::Tensor lay_out(const at::Tensor& global, const DeviceMesh& mesh,
-                   const std::string& placements) {
-  if (placements == "plain") return global.clone();
-  const std::vector<PlacementPtr> parsed = parse_placements(placements);
-  std::vector<PlacementPtr> replicated;
-  bool zero = false;
-  for (size_t d = 0; d < parsed.size(); ++d) {
-    replicated.push_back(parsed[d]->is_partial() ? Replicate::make() : parsed[d]);
-    zero = zero || (parsed[d]->is_partial() && mesh.coordinate()[d] != 0);
-  }
-  at::Tensor local = distribute_tensor(global, mesh, replicated).to_local().clone();
-  if (zero) local.zero_();
-  FromLocalOptions options;
-  options.shape = global.sizes().vec();
-  return from_local(local, mesh, parsed, options).tensor();
-}
-
-// The calling rank's part of `tensor` (all of a plain one).
-at::Tensor local_of(const at::Tensor& tensor) {
-  return is_dtensor(tensor) ? DTensor(tensor).to_local() : tensor;
+  return testing::checkpoint_reference(shape, dtype);
 }
 
 struct Layouts {
@@ -395,6 +370,26 @@ TEST(CheckpointTest, HuggingFaceShardedDirectoryLoads) {
     load(state, dir.path().string());
     EXPECT_TRUE(at::equal(local_of(state["a"]), local_of(lay_out(a, mesh, "S(1),S(0)"))));
     EXPECT_TRUE(at::equal(local_of(state["b"]), local_of(lay_out(b, mesh, "R,S(0)"))));
+  });
+}
+
+// A file only some ranks need is gone: those ranks fail, the others learn
+// it, and no rank changes a tensor.
+TEST(CheckpointTest, ErrorOnSomeRanksLeavesEveryRankUntouched) {
+  TempDir dir;
+  const std::string path = dir / "ckpt";
+  const at::Tensor w = reference({8, 3}, at::kFloat);
+  run_ranks(2, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    save({{"w", lay_out(w, mesh, "S(0)")}}, path);
+  });
+  fs::remove(fs::path(path) / "rank-00001.safetensors");
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    State state = {{"w", lay_out(at::zeros({8, 3}), mesh, "S(0)")}};
+    DTENSOR_EXPECT_ERROR(load(state, path),
+                         rank < 2 ? "failed on 2 other rank(s); no tensor changed" : "cannot open");
+    EXPECT_TRUE(at::equal(local_of(state["w"]), at::zeros({2, 3})));
   });
 }
 
