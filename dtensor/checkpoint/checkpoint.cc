@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -163,6 +164,13 @@ struct World {
   std::vector<int64_t> ranks = {0};
 };
 
+// The world ranks of `mesh`, sorted.
+std::vector<int64_t> rank_set(const DeviceMesh& mesh) {
+  std::vector<int64_t> ranks = mesh.ranks();
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
 World world_of(const std::map<std::string, at::Tensor>& state) {
   World world;
   std::optional<DeviceMesh> root;
@@ -170,8 +178,9 @@ World world_of(const std::map<std::string, at::Tensor>& state) {
     if (!is_dtensor(tensor)) continue;
     const DeviceMesh mesh_root = DTensor(tensor).mesh().root();
     if (!root) root = mesh_root;
-    DTENSOR_CHECK(*root == mesh_root, "checkpoint: tensor \"", name, "\": expected a mesh of root ",
-                  root->to_string(), " as the other DTensors', found one of root ",
+    DTENSOR_CHECK(root->world() == mesh_root.world() && rank_set(*root) == rank_set(mesh_root),
+                  "checkpoint: tensor \"", name, "\": expected a mesh over the ranks of ",
+                  root->to_string(), " as the other DTensors', found one over ",
                   mesh_root.to_string());
   }
   if (!root) return world;

@@ -20,10 +20,11 @@
 //     "boxes": [{"file": "rank-00000.safetensors", "entry": "w@0",
 //                "offsets": [0, 0], "sizes": [4, 6]}, ...]}}}
 //
-// Every DTensor in a state must live on meshes of one root (DeviceMesh::root);
-// the ranks of that root make the calls together, each with the same names,
-// global shapes, dtypes and placements. A state of plain tensors only is
-// saved and loaded by the calling process alone.
+// The DTensors of a state may live on several meshes, all over the same world
+// ranks (the ranks of their roots, DeviceMesh::root); those ranks make the
+// calls together, each with the same names, global shapes, dtypes and
+// placements. A state of plain tensors only is saved and loaded by the
+// calling process alone.
 #pragma once
 
 #include <map>

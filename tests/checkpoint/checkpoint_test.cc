@@ -251,9 +251,11 @@ TEST(CheckpointTest, FilesAreSafetensorsAndIndexRebuildsTensors) {
   const at::Tensor v = reference({6}, at::kLong);
   run_ranks(4, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    // "u" on another mesh over the same ranks.
     State state = {{"w", lay_out(w, mesh, "S(0),S(1)")},
                    {"v", lay_out(v, mesh, "R,S(0)")},
-                   {"r", lay_out(w, mesh, "R,R")}};
+                   {"r", lay_out(w, mesh, "R,R")},
+                   {"u", lay_out(v, init_device_mesh("local", {4}), "S(0)")}};
     save(state, path);
   });
   std::ifstream in(fs::path(path) / "index.json");
@@ -261,7 +263,7 @@ TEST(CheckpointTest, FilesAreSafetensorsAndIndexRebuildsTensors) {
   std::map<std::string, std::map<std::string, at::Tensor>> files;
   int64_t entries = 0;
   for (const auto& [name, expected] :
-       std::map<std::string, at::Tensor>{{"w", w}, {"v", v}, {"r", w}}) {
+       std::map<std::string, at::Tensor>{{"w", w}, {"v", v}, {"r", w}, {"u", v}}) {
     const nlohmann::json& record = index["tensors"][name];
     EXPECT_EQ(record["shape"].get<std::vector<int64_t>>(), expected.sizes().vec());
     at::Tensor rebuilt = at::full_like(expected, 99);
