@@ -481,6 +481,9 @@ TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
                          "expected at least the 8-byte header length");
     DTENSOR_EXPECT_ERROR(load(state, uncovered), "boxes hold 4 elements, expected the tensor's 8");
     DTENSOR_EXPECT_ERROR(load(state, dir / "nothing-here"), "does not exist");
+    State partial = {{"a", lay_out(before, mesh, "P(sum)")}};
+    DTENSOR_EXPECT_ERROR(load(partial, uncovered), "expected no Partial placement");
+    EXPECT_TRUE(at::equal(local_of(partial["a"]), local_of(lay_out(before, mesh, "P(sum)"))));
     DTENSOR_EXPECT_ERROR(load(state, dir.path().string()), "without any");
     expect_untouched();
   });
