@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dtensor/base/check.h>
+#include <dtensor/checkpoint/files.h>
 #include <dtensor/checkpoint/safetensors.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/placements/placements.h>
@@ -304,10 +305,14 @@ nlohmann::json index_json(const std::vector<SaveItem>& items) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  DTENSOR_CHECK(out.good(), "checkpoint::save: cannot write ", path.string());
+  OutputFile file(path.string());
+  file.write(text.data(), static_cast<int64_t>(text.size()));
+  file.close();
+}
+
+// The directory holding `path` ("." for a relative name without one).
+std::string parent_of(const fs::path& path) {
+  return path.has_parent_path() ? path.parent_path().string() : std::string(".");
 }
 
 // Moves the finished `tmp` to `dir`; an older checkpoint there is moved
@@ -315,11 +320,13 @@ void write_text(const fs::path& path, const std::string& text) {
 void publish(const fs::path& tmp, const fs::path& dir, int64_t id) {
   if (!fs::exists(dir)) {
     fs::rename(tmp, dir);
+    sync_directory(parent_of(dir));
     return;
   }
   const fs::path old = dir.string() + ".old-" + std::to_string(id);
   fs::rename(dir, old);
   fs::rename(tmp, dir);
+  sync_directory(parent_of(dir));
   fs::remove_all(old);
 }
 
@@ -684,6 +691,7 @@ void save(const std::map<std::string, at::Tensor>& state, const std::string& dir
     const auto entries = rank_entries(items, world.rank);
     if (!entries.empty()) write_safetensors((tmp / rank_file(world.rank)).string(), entries);
     if (leader) write_text(tmp / kIndexFile, index_json(items).dump(1));
+    sync_directory(tmp.string());
   });
   const int64_t write_failures = sum_over_ranks(world, write_error ? 1 : 0);
   if (write_failures > 0) {

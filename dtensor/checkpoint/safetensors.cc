@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dtensor/base/check.h>
+#include <dtensor/checkpoint/files.h>
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data are little-endian; big-endian hosts are not supported");
@@ -43,16 +44,6 @@ std::string known_dtype_names() {
 }
 
 std::string errno_text() { return std::strerror(errno); }
-
-void write_all(int fd, const char* data, int64_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t written = ::write(fd, data, static_cast<size_t>(size));
-    if (written < 0 && errno == EINTR) continue;
-    DTENSOR_CHECK(written > 0, "write_safetensors: writing ", path, ": ", errno_text());
-    data += written;
-    size -= written;
-  }
-}
 
 int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t numel = 1;
@@ -157,20 +148,12 @@ void write_safetensors(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');
   const std::string prefix = little_endian_u64(text.size()) + text;
 
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  DTENSOR_CHECK(fd >= 0, "write_safetensors: cannot create ", path, ": ", errno_text());
-  try {
-    write_all(fd, prefix.data(), static_cast<int64_t>(prefix.size()), path);
-    for (const at::Tensor& tensor : contiguous) {
-      write_all(fd, static_cast<const char*>(tensor.data_ptr()),
-                tensor.numel() * tensor.element_size(), path);
-    }
-    DTENSOR_CHECK(::fsync(fd) == 0, "write_safetensors: flushing ", path, ": ", errno_text());
-  } catch (...) {
-    ::close(fd);
-    throw;
+  OutputFile file(path);
+  file.write(prefix.data(), static_cast<int64_t>(prefix.size()));
+  for (const at::Tensor& tensor : contiguous) {
+    file.write(tensor.data_ptr(), tensor.numel() * tensor.element_size());
   }
-  DTENSOR_CHECK(::close(fd) == 0, "write_safetensors: closing ", path, ": ", errno_text());
+  file.close();
 }
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
