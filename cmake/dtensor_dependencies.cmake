@@ -12,6 +12,7 @@ endif()
 set(MPI_CXX_SKIP_MPICXX ON)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(absl REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 
 set(DTENSOR_HAVE_NCCL OFF)
 if(NOT DTENSOR_WITH_NCCL STREQUAL "OFF")

@@ -2,7 +2,7 @@
 # Installs every system package dtensor needs (Debian 12, as root). Does
 # nothing slow when everything is already there.
 set -euo pipefail
-packages=(build-essential cmake git libtorch-dev libopenmpi-dev openmpi-bin libabsl-dev
+packages=(build-essential cmake git libtorch-dev libopenmpi-dev openmpi-bin libabsl-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
 for package in "${packages[@]}"; do

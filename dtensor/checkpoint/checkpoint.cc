@@ -1,0 +1,741 @@
+// Copyright 2026 The dtensor Authors.
+#include <dtensor/checkpoint/checkpoint.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <nlohmann/json.hpp>
+
+#include <dtensor/base/check.h>
+#include <dtensor/checkpoint/files.h>
+#include <dtensor/checkpoint/safetensors.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/placements/placements.h>
+
+namespace dtensor::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using Shape = std::vector<int64_t>;
+using IndexLists = std::vector<std::vector<int64_t>>;
+
+constexpr const char* kIndexFile = "index.json";
+constexpr const char* kFormat = "dtensor-checkpoint";
+// A Hugging Face model directory: one file, or several and their index.
+constexpr const char* kHfSingleFile = "model.safetensors";
+constexpr const char* kHfIndexFile = "model.safetensors.index.json";
+
+// ---------------------------------------------------------------------------
+// Boxes: the parts of a global tensor one rank holds, as runs of consecutive
+// global indices at consecutive local positions.
+
+// `length` consecutive global indices from `global`, held at consecutive
+// local positions from `local`.
+struct Run {
+  int64_t local;
+  int64_t global;
+  int64_t length;
+};
+
+// The runs of `indices` (one dim's global indices in local order) that fall
+// in [begin, end).
+std::vector<Run> runs_within(const std::vector<int64_t>& indices, int64_t begin, int64_t end) {
+  std::vector<Run> runs;
+  for (int64_t j = 0; j < static_cast<int64_t>(indices.size()); ++j) {
+    const int64_t g = indices[j];
+    if (g < begin || g >= end) continue;
+    if (!runs.empty() && runs.back().local + runs.back().length == j &&
+        runs.back().global + runs.back().length == g) {
+      ++runs.back().length;
+    } else {
+      runs.push_back({j, g, 1});
+    }
+  }
+  return runs;
+}
+
+// Calls `visit` with one run per dim for every combination of `runs` (once,
+// with no runs, for a 0-dim tensor; never when a dim has none).
+void for_each_region(const std::vector<std::vector<Run>>& runs,
+                     const std::function<void(const std::vector<Run>&)>& visit) {
+  for (const std::vector<Run>& dim : runs) {
+    if (dim.empty()) return;
+  }
+  std::vector<size_t> pick(runs.size(), 0);
+  std::vector<Run> region(runs.size());
+  while (true) {
+    for (size_t d = 0; d < runs.size(); ++d) region[d] = runs[d][pick[d]];
+    visit(region);
+    size_t d = runs.size();
+    while (d > 0 && ++pick[d - 1] == runs[d - 1].size()) pick[--d] = 0;
+    if (d == 0) return;
+  }
+}
+
+// A box of a global tensor that `rank` writes, and where it starts in that
+// rank's local shard.
+struct OwnedBox {
+  int64_t rank;
+  Shape offsets;
+  Shape sizes;
+  Shape local_starts;
+};
+
+// The boxes a shard with global `indices` (per dim, in local order) holds.
+void append_boxes(const IndexLists& indices, int64_t rank, std::vector<OwnedBox>& boxes) {
+  std::vector<std::vector<Run>> runs;
+  for (const std::vector<int64_t>& dim : indices) {
+    runs.push_back(runs_within(dim, 0, std::numeric_limits<int64_t>::max()));
+  }
+  for_each_region(runs, [&](const std::vector<Run>& region) {
+    OwnedBox box{rank, {}, {}, {}};
+    for (const Run& run : region) {
+      box.offsets.push_back(run.global);
+      box.sizes.push_back(run.length);
+      box.local_starts.push_back(run.local);
+    }
+    boxes.push_back(std::move(box));
+  });
+}
+
+// Every index of a dim of `size`.
+std::vector<int64_t> every_index(int64_t size) {
+  std::vector<int64_t> indices(size);
+  for (int64_t i = 0; i < size; ++i) indices[i] = i;
+  return indices;
+}
+
+int64_t numel_of(const Shape& shape) {
+  int64_t numel = 1;
+  for (const int64_t size : shape) numel *= size;
+  return numel;
+}
+
+IndexLists whole_tensor(const Shape& shape) {
+  IndexLists indices;
+  for (const int64_t size : shape) indices.push_back(every_index(size));
+  return indices;
+}
+
+// The boxes of the DTensor of `spec` (no Partial, no merged dims) and who
+// writes each: ranks holding the same elements are one group, and the
+// tensor's `position` in the state picks the group's writer, spreading the
+// writing of replicated tensors over the replicas.
+std::vector<OwnedBox> dtensor_boxes(const DTensorSpec& spec, size_t position) {
+  std::map<IndexLists, std::vector<int64_t>> holders;
+  std::vector<const IndexLists*> order;
+  for_each_grid_coordinate(spec.mesh().shape(), [&](const std::vector<int64_t>& coordinate) {
+    const LocalLayout layout = spec.layout_at(coordinate);
+    auto [it, inserted] = holders.try_emplace(layout.global_indices());
+    if (inserted) order.push_back(&it->first);
+    it->second.push_back(spec.mesh().rank_at(coordinate));
+  });
+  std::vector<OwnedBox> boxes;
+  for (const IndexLists* indices : order) {
+    const std::vector<int64_t>& ranks = holders.at(*indices);
+    append_boxes(*indices, ranks[position % ranks.size()], boxes);
+  }
+  return boxes;
+}
+
+// ---------------------------------------------------------------------------
+// The ranks a checkpoint call runs on.
+
+// The root of every DTensor's mesh as one 1-D mesh, or none for a state of
+// plain tensors (the calling process alone).
+struct World {
+  std::optional<DeviceMesh> mesh;
+  int64_t rank = 0;
+  std::vector<int64_t> ranks = {0};
+};
+
+// The world ranks of `mesh`, sorted.
+std::vector<int64_t> rank_set(const DeviceMesh& mesh) {
+  std::vector<int64_t> ranks = mesh.ranks();
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+World world_of(const std::map<std::string, at::Tensor>& state) {
+  World world;
+  std::optional<DeviceMesh> root;
+  for (const auto& [name, tensor] : state) {
+    if (!is_dtensor(tensor)) continue;
+    const DeviceMesh mesh_root = DTensor(tensor).mesh().root();
+    if (!root) root = mesh_root;
+    DTENSOR_CHECK(root->world() == mesh_root.world() && rank_set(*root) == rank_set(mesh_root),
+                  "checkpoint: tensor \"", name, "\": expected a mesh over the ranks of ",
+                  root->to_string(), " as the other DTensors', found one over ",
+                  mesh_root.to_string());
+  }
+  if (!root) return world;
+  world.mesh = root->ndim() == 1 ? *root : root->flatten("checkpoint");
+  world.ranks = world.mesh->ranks();
+  world.rank = world.mesh->rank_at(world.mesh->coordinate());
+  return world;
+}
+
+// The sum of every rank's `value` (a barrier too).
+int64_t sum_over_ranks(const World& world, int64_t value) {
+  if (!world.mesh) return value;
+  const DeviceMesh& mesh = *world.mesh;
+  auto spec =
+      std::make_shared<const DTensorSpec>(mesh, parse_placements("P(sum)"), Shape{1}, at::kLong);
+  const DTensor terms(at::full({1}, value, at::TensorOptions(at::kLong).device(mesh.device())),
+                      spec);
+  return terms.redistribute({Replicate::make()}).to_local().to(at::kCPU).item<int64_t>();
+}
+
+// Throws on every rank when any rank's `error` is set (its own message where
+// it failed).
+void check_every_rank(const World& world, const std::optional<std::string>& error,
+                      const std::string& step) {
+  const int64_t failed = sum_over_ranks(world, error ? 1 : 0);
+  if (failed == 0) return;
+  DTENSOR_CHECK(false, "checkpoint::save: ", step, " failed on ", failed, " rank(s)",
+                error ? ", here: " + *error : std::string());
+}
+
+// Runs `step`, returning its error message instead of throwing.
+std::optional<std::string> attempt(const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const std::exception& error) {
+    return std::string(error.what());
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// Save.
+
+// One tensor as it is saved: its local data (Partial reduced) and its boxes.
+struct SaveItem {
+  std::string name;
+  at::Tensor local;
+  Shape shape;
+  c10::ScalarType dtype;
+  std::vector<OwnedBox> boxes;
+};
+
+// `placements` with Partial and dims-merging Ragged placements made
+// Replicate: what a DTensor is saved as.
+std::vector<PlacementPtr> saved_placements(const std::vector<PlacementPtr>& placements) {
+  std::vector<PlacementPtr> saved;
+  for (const PlacementPtr& p : placements) {
+    saved.push_back(p->is_partial() || p->merged_leading_dims() > 1 ? Replicate::make() : p);
+  }
+  return saved;
+}
+
+SaveItem save_item(const std::string& name, const at::Tensor& tensor, size_t position,
+                   const World& world) {
+  if (!is_dtensor(tensor)) {
+    SaveItem item{name, tensor, tensor.sizes().vec(), tensor.scalar_type(), {}};
+    append_boxes(whole_tensor(item.shape), world.ranks[position % world.ranks.size()], item.boxes);
+    return item;
+  }
+  DTensor dtensor(tensor);
+  const std::vector<PlacementPtr> placements = saved_placements(dtensor.placements());
+  if (!same_placements(placements, dtensor.placements()))
+    dtensor = dtensor.redistribute(placements);
+  return {name, dtensor.to_local(), dtensor.sizes(), dtensor.dtype(),
+          dtensor_boxes(dtensor.spec(), position)};
+}
+
+std::string rank_file(int64_t rank) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "rank-%05lld.safetensors", static_cast<long long>(rank));
+  return name;
+}
+
+std::string entry_name(const std::string& tensor, size_t box) {
+  return tensor + "@" + std::to_string(box);
+}
+
+// The boxes `rank` writes, as slices of its local shards.
+std::vector<std::pair<std::string, at::Tensor>> rank_entries(const std::vector<SaveItem>& items,
+                                                             int64_t rank) {
+  std::vector<std::pair<std::string, at::Tensor>> entries;
+  for (const SaveItem& item : items) {
+    for (size_t k = 0; k < item.boxes.size(); ++k) {
+      const OwnedBox& box = item.boxes[k];
+      if (box.rank != rank) continue;
+      at::Tensor slice = item.local;
+      for (size_t d = 0; d < box.sizes.size(); ++d) {
+        slice = slice.narrow(static_cast<int64_t>(d), box.local_starts[d], box.sizes[d]);
+      }
+      entries.emplace_back(entry_name(item.name, k), slice);
+    }
+  }
+  return entries;
+}
+
+nlohmann::json index_json(const std::vector<SaveItem>& items) {
+  nlohmann::json tensors = nlohmann::json::object();
+  for (const SaveItem& item : items) {
+    nlohmann::json boxes = nlohmann::json::array();
+    for (size_t k = 0; k < item.boxes.size(); ++k) {
+      const OwnedBox& box = item.boxes[k];
+      boxes.push_back({{"file", rank_file(box.rank)},
+                       {"entry", entry_name(item.name, k)},
+                       {"offsets", box.offsets},
+                       {"sizes", box.sizes}});
+    }
+    tensors[item.name] = {
+        {"shape", item.shape}, {"dtype", safetensors_dtype_name(item.dtype)}, {"boxes", boxes}};
+  }
+  return {{"format", kFormat}, {"version", 1}, {"tensors", tensors}};
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  OutputFile file(path.string());
+  file.write(text.data(), static_cast<int64_t>(text.size()));
+  file.close();
+}
+
+// The directory holding `path` ("." for a relative name without one).
+std::string parent_of(const fs::path& path) {
+  return path.has_parent_path() ? path.parent_path().string() : std::string(".");
+}
+
+// Moves the finished `tmp` to `dir`; an older checkpoint there is moved
+// aside first and removed last, so `dir` always holds a whole checkpoint.
+void publish(const fs::path& tmp, const fs::path& dir, int64_t id) {
+  if (!fs::exists(dir)) {
+    fs::rename(tmp, dir);
+    sync_directory(parent_of(dir));
+    return;
+  }
+  const fs::path old = dir.string() + ".old-" + std::to_string(id);
+  fs::rename(dir, old);
+  fs::rename(tmp, dir);
+  sync_directory(parent_of(dir));
+  fs::remove_all(old);
+}
+
+// A number naming this save's temporary directory.
+int64_t fresh_id() {
+  static std::atomic<int64_t> count{0};
+  const int64_t now = std::chrono::system_clock::now().time_since_epoch().count();
+  return ((now ^ (static_cast<int64_t>(::getpid()) << 20)) + count++) & ((int64_t{1} << 62) - 1);
+}
+
+// ---------------------------------------------------------------------------
+// Load.
+
+struct Box {
+  std::string file;
+  std::string entry;
+  Shape offsets;
+  Shape sizes;
+};
+
+struct Record {
+  Shape shape;
+  c10::ScalarType dtype;
+  std::vector<Box> boxes;
+};
+
+// What a checkpoint holds: per tensor, its boxes, in files under `dir`.
+struct Source {
+  fs::path dir;
+  std::map<std::string, Record> tensors;
+};
+
+Shape json_sizes(const nlohmann::json& value, const std::string& where) {
+  DTENSOR_CHECK(value.is_array(), where, ": expected a list of integers >= 0, found ",
+                value.dump());
+  Shape sizes;
+  for (const nlohmann::json& size : value) {
+    DTENSOR_CHECK(size.is_number_integer() && size.get<int64_t>() >= 0, where,
+                  ": expected a list of integers >= 0, found ", value.dump());
+    sizes.push_back(size.get<int64_t>());
+  }
+  return sizes;
+}
+
+std::string json_string(const nlohmann::json& object, const char* key, const std::string& where) {
+  DTENSOR_CHECK(object.is_object() && object.contains(key) && object[key].is_string(), where,
+                ": expected a string \"", key, "\", found ", object.dump());
+  return object[key].get<std::string>();
+}
+
+const nlohmann::json& json_member(const nlohmann::json& object, const char* key,
+                                  const std::string& where) {
+  DTENSOR_CHECK(object.is_object() && object.contains(key), where, ": expected a member \"", key,
+                "\", found ", object.dump());
+  return object[key];
+}
+
+Box parse_box(const nlohmann::json& value, const Shape& shape, const std::string& where) {
+  Box box{json_string(value, "file", where), json_string(value, "entry", where),
+          json_sizes(json_member(value, "offsets", where), where + ": \"offsets\""),
+          json_sizes(json_member(value, "sizes", where), where + ": \"sizes\"")};
+  DTENSOR_CHECK(box.file.find('/') == std::string::npos, where, ": expected a file name, found \"",
+                box.file, "\"");
+  DTENSOR_CHECK(box.offsets.size() == shape.size() && box.sizes.size() == shape.size(), where,
+                ": expected ", shape.size(), " offsets and sizes, found ", box.offsets.size(),
+                " and ", box.sizes.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    DTENSOR_CHECK(box.offsets[d] + box.sizes[d] <= shape[d], where, ": dim ", d, ": box [",
+                  box.offsets[d], ", ", box.offsets[d] + box.sizes[d], ") runs past the size ",
+                  shape[d]);
+  }
+  return box;
+}
+
+// The JSON file `path`, or a clear error.
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  DTENSOR_CHECK(in.good(), "checkpoint::load: cannot read ", path.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    DTENSOR_CHECK(false, "checkpoint::load: ", path.string(), " is not valid JSON: ", error.what());
+  }
+  return {};
+}
+
+Source read_index(const fs::path& dir) {
+  const fs::path path = dir / kIndexFile;
+  const nlohmann::json json = read_json(path);
+  const std::string where = "checkpoint::load: " + path.string();
+  DTENSOR_CHECK(
+      json.is_object() && json.value("format", "") == kFormat && json.value("version", 0) == 1,
+      where, ": expected {\"format\": \"", kFormat, "\", \"version\": 1, ...}");
+  const nlohmann::json& tensors = json_member(json, "tensors", where);
+  DTENSOR_CHECK(tensors.is_object(), where, ": \"tensors\": expected an object, found ",
+                tensors.type_name());
+  Source source{dir, {}};
+  for (const auto& [name, value] : tensors.items()) {
+    const std::string tensor_where = where + ": tensor \"" + name + "\"";
+    Record record;
+    record.shape =
+        json_sizes(json_member(value, "shape", tensor_where), tensor_where + ": \"shape\"");
+    try {
+      record.dtype = safetensors_dtype(json_string(value, "dtype", tensor_where));
+    } catch (const Error& error) {
+      DTENSOR_CHECK(false, tensor_where, ": ", error.what());
+    }
+    const nlohmann::json& boxes = json_member(value, "boxes", tensor_where);
+    DTENSOR_CHECK(boxes.is_array(), tensor_where, ": \"boxes\": expected a list, found ",
+                  boxes.dump());
+    for (const nlohmann::json& box : boxes)
+      record.boxes.push_back(parse_box(box, record.shape, tensor_where));
+    source.tensors.emplace(name, std::move(record));
+  }
+  return source;
+}
+
+// The entries `names` of the safetensors file `file` in `source.dir` (every
+// entry when `names` is null), each as one whole tensor.
+void add_whole_tensors(Source& source, const std::string& file,
+                       const std::set<std::string>* names) {
+  const SafetensorsReader reader((source.dir / file).string());
+  for (const auto& [name, entry] : reader.entries()) {
+    if (names != nullptr && names->count(name) == 0) continue;
+    source.tensors.emplace(name,
+                           Record{entry.shape,
+                                  entry.dtype,
+                                  {Box{file, name, Shape(entry.shape.size(), 0), entry.shape}}});
+  }
+  if (names == nullptr) return;
+  for (const std::string& name : *names) {
+    DTENSOR_CHECK(source.tensors.count(name) == 1, "checkpoint::load: ", reader.path(),
+                  ": no tensor \"", name, "\", which ", kHfIndexFile, " places there");
+  }
+}
+
+// A Hugging Face sharded checkpoint: model.safetensors.index.json's
+// "weight_map" names the file of each tensor.
+Source read_hf_index(const fs::path& dir) {
+  const fs::path path = dir / kHfIndexFile;
+  const nlohmann::json json = read_json(path);
+  const std::string where = "checkpoint::load: " + path.string();
+  const nlohmann::json& weight_map = json_member(json, "weight_map", where);
+  DTENSOR_CHECK(weight_map.is_object(), where, ": \"weight_map\": expected an object, found ",
+                weight_map.type_name());
+  std::map<std::string, std::set<std::string>> files;
+  for (const auto& [name, file] : weight_map.items()) {
+    DTENSOR_CHECK(file.is_string() && file.get<std::string>().find('/') == std::string::npos, where,
+                  ": \"", name, "\": expected a file name, found ", file.dump());
+    files[file.get<std::string>()].insert(name);
+  }
+  Source source{dir, {}};
+  for (const auto& [file, names] : files) add_whole_tensors(source, file, &names);
+  return source;
+}
+
+Source read_source(const fs::path& path) {
+  DTENSOR_CHECK(fs::exists(path), "checkpoint::load: ", path.string(), " does not exist");
+  if (!fs::is_directory(path)) {
+    Source source{path.parent_path(), {}};
+    add_whole_tensors(source, path.filename().string(), nullptr);
+    return source;
+  }
+  if (fs::exists(path / kIndexFile)) return read_index(path);
+  if (fs::exists(path / kHfIndexFile)) return read_hf_index(path);
+  DTENSOR_CHECK(fs::exists(path / kHfSingleFile),
+                "checkpoint::load: expected a .safetensors file or a directory holding ",
+                kIndexFile, ", ", kHfIndexFile, " or ", kHfSingleFile, ", found the directory ",
+                path.string(), " without any");
+  Source source{path, {}};
+  add_whole_tensors(source, kHfSingleFile, nullptr);
+  return source;
+}
+
+// One tensor to fill: its local shard, and which global index each local
+// index stands for.
+struct Target {
+  std::string name;
+  at::Tensor tensor;
+  at::Tensor local;
+  IndexLists indices;
+};
+
+Target target_of(const std::string& name, const at::Tensor& tensor) {
+  if (!is_dtensor(tensor)) return {name, tensor, tensor, whole_tensor(tensor.sizes().vec())};
+  const DTensor dtensor(tensor);
+  DTENSOR_CHECK(!dtensor.spec().has_partial(), "checkpoint::load: tensor \"", name,
+                "\": expected no Partial placement (load into Replicate and redistribute), found ",
+                placements_to_string(dtensor.placements()));
+  const LocalLayout& layout = dtensor.spec().local_layout();
+  DTENSOR_CHECK(layout.merged_leading_dims == 1, "checkpoint::load: tensor \"", name,
+                "\": Ragged placements merging ", layout.merged_leading_dims,
+                " dims are not supported yet");
+  return {name, tensor, dtensor.to_local(), layout.global_indices()};
+}
+
+// Checks that `source` has `name` with `tensor`'s global shape and dtype.
+const Record& matching_record(const Source& source, const std::string& name,
+                              const at::Tensor& tensor) {
+  const auto found = source.tensors.find(name);
+  DTENSOR_CHECK(found != source.tensors.end(), "checkpoint::load: ", source.dir.string(),
+                ": no tensor \"", name, "\" in the checkpoint");
+  const Record& record = found->second;
+  const Shape shape = is_dtensor(tensor) ? DTensor(tensor).sizes() : tensor.sizes().vec();
+  DTENSOR_CHECK(record.shape == shape, "checkpoint::load: tensor \"", name,
+                "\": expected the global shape ", c10::IntArrayRef(shape), ", found ",
+                c10::IntArrayRef(record.shape), " in the checkpoint");
+  DTENSOR_CHECK(record.dtype == tensor.scalar_type(), "checkpoint::load: tensor \"", name,
+                "\": expected dtype ", tensor.scalar_type(), ", found ", record.dtype,
+                " in the checkpoint");
+  // Boxes are disjoint in a checkpoint, so covering the tensor is holding
+  // as many elements as it has.
+  int64_t held = 0;
+  for (const Box& box : record.boxes) held += numel_of(box.sizes);
+  DTENSOR_CHECK(held == numel_of(record.shape), "checkpoint::load: tensor \"", name,
+                "\": the checkpoint's ", record.boxes.size(), " boxes hold ", held,
+                " elements, expected the tensor's ", numel_of(record.shape));
+  return record;
+}
+
+// One box's part that a target needs: per dim, the runs of the box's indices
+// the target holds.
+struct Read {
+  const Box* box;
+  std::vector<std::vector<Run>> runs;
+};
+
+// The reads that fill `target` from `record`, checked to cover every local
+// element exactly once.
+std::vector<Read> plan_reads(const Target& target, const Record& record) {
+  std::vector<Read> reads;
+  int64_t covered = 0;
+  for (const Box& box : record.boxes) {
+    Read read{&box, {}};
+    int64_t count = 1;
+    for (size_t d = 0; d < box.sizes.size(); ++d) {
+      read.runs.push_back(
+          runs_within(target.indices[d], box.offsets[d], box.offsets[d] + box.sizes[d]));
+      int64_t held = 0;
+      for (const Run& run : read.runs.back()) held += run.length;
+      count *= held;
+    }
+    if (count == 0) continue;
+    covered += count;
+    reads.push_back(std::move(read));
+  }
+  DTENSOR_CHECK(covered == target.local.numel(), "checkpoint::load: tensor \"", target.name,
+                "\": the checkpoint's ", record.boxes.size(), " boxes hold ", covered, " of the ",
+                target.local.numel(),
+                " elements this rank needs (expected boxes covering the tensor once)");
+  return reads;
+}
+
+// The open files of a source, each opened (its header read) on first use.
+class Readers {
+ public:
+  explicit Readers(const fs::path& dir) : dir_(dir) {}
+  const SafetensorsReader& open(const std::string& file) {
+    auto found = readers_.find(file);
+    if (found == readers_.end())
+      found = readers_.emplace(file, SafetensorsReader((dir_ / file).string())).first;
+    return found->second;
+  }
+
+ private:
+  fs::path dir_;
+  std::map<std::string, SafetensorsReader> readers_;
+};
+
+// Reads the part of `box` given by one run per dim into `out` (contiguous,
+// the runs' lengths), one pread per contiguous chunk of the file.
+void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry, const Box& box,
+                 const std::vector<Run>& region, at::Tensor& out) {
+  const int64_t ndim = static_cast<int64_t>(region.size());
+  const int64_t element = static_cast<int64_t>(out.element_size());
+  char* destination = static_cast<char*>(out.data_ptr());
+  if (ndim == 0) {
+    reader.read(entry, 0, element, destination);
+    return;
+  }
+  Shape strides(ndim, 1);
+  for (int64_t d = ndim - 2; d >= 0; --d) strides[d] = strides[d + 1] * box.sizes[d + 1];
+  // Dims after `outer` are read whole, so each chunk spans them and `outer`.
+  int64_t outer = ndim - 1;
+  while (outer > 0 && region[outer].length == box.sizes[outer]) --outer;
+  const int64_t chunk = region[outer].length * strides[outer] * element;
+  Shape position(outer, 0);
+  while (true) {
+    int64_t offset = (region[outer].global - box.offsets[outer]) * strides[outer];
+    for (int64_t d = 0; d < outer; ++d)
+      offset += (region[d].global - box.offsets[d] + position[d]) * strides[d];
+    reader.read(entry, offset * element, chunk, destination);
+    destination += chunk;
+    int64_t d = outer;
+    while (d > 0 && ++position[d - 1] == region[d - 1].length) position[--d] = 0;
+    if (d == 0) return;
+  }
+}
+
+// The new local data of `target`, read from the files.
+at::Tensor read_target(const Target& target, const Record& record, const std::vector<Read>& reads,
+                       Readers& readers) {
+  at::Tensor staging = at::empty(target.local.sizes(), target.local.options().device(at::kCPU));
+  for (const Read& read : reads) {
+    const SafetensorsReader& reader = readers.open(read.box->file);
+    const SafetensorsEntry& entry = reader.entry(read.box->entry);
+    DTENSOR_CHECK(entry.dtype == record.dtype && entry.shape == read.box->sizes,
+                  "checkpoint::load: ", reader.path(), ": entry \"", read.box->entry,
+                  "\": expected ", record.dtype, " of shape ", c10::IntArrayRef(read.box->sizes),
+                  " as the index says, found ", entry.dtype, " of shape ",
+                  c10::IntArrayRef(entry.shape));
+    for_each_region(read.runs, [&](const std::vector<Run>& region) {
+      Shape lengths;
+      for (const Run& run : region) lengths.push_back(run.length);
+      at::Tensor part = at::empty(lengths, staging.options());
+      read_region(reader, entry, *read.box, region, part);
+      at::Tensor destination = staging;
+      for (size_t d = 0; d < region.size(); ++d) {
+        destination =
+            destination.narrow(static_cast<int64_t>(d), region[d].local, region[d].length);
+      }
+      destination.copy_(part);
+    });
+  }
+  return staging;
+}
+
+// The new local data of every tensor of `state`, read from `path` after
+// every check.
+std::vector<at::Tensor> read_state(const std::vector<Target>& targets, const std::string& path) {
+  const Source source = read_source(fs::path(path));
+  std::vector<const Record*> records;
+  std::vector<std::vector<Read>> reads;
+  for (const Target& target : targets) {
+    records.push_back(&matching_record(source, target.name, target.tensor));
+    reads.push_back(plan_reads(target, *records.back()));
+  }
+  Readers readers(source.dir);
+  std::vector<at::Tensor> staged;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    staged.push_back(read_target(targets[i], *records[i], reads[i], readers));
+  }
+  return staged;
+}
+
+}  // namespace
+
+void save(const std::map<std::string, at::Tensor>& state, const std::string& dir) {
+  at::NoGradGuard no_grad;
+  const World world = world_of(state);
+  std::vector<SaveItem> items;
+  for (const auto& [name, tensor] : state)
+    items.push_back(save_item(name, tensor, items.size(), world));
+
+  const int64_t id = sum_over_ranks(world, world.rank == world.ranks.front() ? fresh_id() : 0);
+  const fs::path target = fs::path(dir).lexically_normal();
+  const fs::path tmp = target.string() + ".tmp-" + std::to_string(id);
+  const bool leader = world.rank == world.ranks.front();
+  check_every_rank(world, leader ? attempt([&] { fs::create_directories(tmp); }) : std::nullopt,
+                   "creating " + tmp.string());
+  const std::optional<std::string> write_error = attempt([&] {
+    const auto entries = rank_entries(items, world.rank);
+    if (!entries.empty()) write_safetensors((tmp / rank_file(world.rank)).string(), entries);
+    if (leader) write_text(tmp / kIndexFile, index_json(items).dump(1));
+    sync_directory(tmp.string());
+  });
+  const int64_t write_failures = sum_over_ranks(world, write_error ? 1 : 0);
+  if (write_failures > 0) {
+    if (leader) fs::remove_all(tmp);
+    DTENSOR_CHECK(false, "checkpoint::save: writing ", tmp.string(), " failed on ", write_failures,
+                  " rank(s)", write_error ? ", here: " + *write_error : std::string(), "; ",
+                  target.string(), " is unchanged");
+  }
+  check_every_rank(world, leader ? attempt([&] { publish(tmp, target, id); }) : std::nullopt,
+                   "moving " + tmp.string() + " to " + target.string());
+}
+
+void load(std::map<std::string, at::Tensor>& state, const std::string& path) {
+  at::NoGradGuard no_grad;
+  const World world = world_of(state);
+  std::vector<Target> targets;
+  std::vector<at::Tensor> staged;
+  std::exception_ptr failure;
+  try {
+    for (const auto& [name, tensor] : state) targets.push_back(target_of(name, tensor));
+    staged = read_state(targets, path);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // No rank changes a tensor unless every rank has read all it needs.
+  const int64_t failures = sum_over_ranks(world, failure ? 1 : 0);
+  if (failure) std::rethrow_exception(failure);
+  DTENSOR_CHECK(failures == 0, "checkpoint::load: ", path, ": failed on ", failures,
+                " other rank(s); no tensor changed");
+  for (size_t i = 0; i < targets.size(); ++i) targets[i].local.copy_(staged[i]);
+}
+
+std::map<std::string, at::Tensor> state_dict(const torch::nn::Module& module) {
+  std::map<std::string, at::Tensor> state;
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    state.emplace(item.key(), item.value());
+  for (const auto& item : module.named_buffers(/*recurse=*/true))
+    state.emplace(item.key(), item.value());
+  return state;
+}
+
+void load_state_dict(torch::nn::Module& module, const std::string& path) {
+  std::map<std::string, at::Tensor> state = state_dict(module);
+  load(state, path);
+}
+
+}  // namespace dtensor::checkpoint

@@ -1,0 +1,85 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/checkpoint/checkpoint.h: distributed checkpoints of DTensors and
+// plain tensors, saved sharded and loaded into any mesh and placements, as
+// PyTorch's torch.distributed.checkpoint does.
+//
+//   std::map<std::string, at::Tensor> state = dtensor::checkpoint::state_dict(*model);
+//   dtensor::checkpoint::save(state, "ckpt/step-100");   // collective
+//   dtensor::checkpoint::load(state, "ckpt/step-100");   // collective, in place
+//   dtensor::checkpoint::load(state, "model.safetensors");  // a plain file
+//
+// A checkpoint is a directory: one safetensors file per writing rank
+// (`rank-00003.safetensors`, any safetensors reader opens it) holding the
+// boxes of global tensors that rank owns (entries "name@k"), and
+// `index.json`, which says for each tensor its global shape, dtype and which
+// file and entry hold which box:
+//
+//   {"format": "dtensor-checkpoint", "version": 1, "tensors": {"w": {
+//     "shape": [8, 6], "dtype": "F32",
+//     "boxes": [{"file": "rank-00000.safetensors", "entry": "w@0",
+//                "offsets": [0, 0], "sizes": [4, 6]}, ...]}}}
+//
+// The DTensors of a state may live on several meshes, all over the same world
+// ranks (the ranks of their roots, DeviceMesh::root); those ranks make the
+// calls together, each with the same names, global shapes, dtypes and
+// placements. A state of plain tensors only is saved and loaded by the
+// calling process alone.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace dtensor::checkpoint {
+
+// Saves `state` as the checkpoint directory `dir` (its parents are created).
+// Each rank writes only the boxes it owns: a DTensor's local shard, with the
+// data replicated over mesh dims written by one rank (tensor by tensor, the
+// writing is spread over the replicas); Partial placements are reduced first
+// (redistributed to Replicate). Plain tensors count as replicated over every
+// rank. Nothing is gathered to one rank.
+//
+// Atomic: the files go to `dir.tmp-<id>`, and only when every rank has
+// written and flushed its file does rank 0 move them to `dir`, replacing an
+// older checkpoint there (moved aside, then removed). A failed write on any
+// rank throws dtensor::Error on every rank and leaves `dir` as it was.
+void save(const std::map<std::string, at::Tensor>& state, const std::string& dir);
+
+// Fills every tensor of `state` in place (its storage, so optimizers holding
+// the tensors see the new values) from the checkpoint at `path`: a directory
+// written by `save`, one plain `.safetensors` file (each entry one whole
+// tensor, as Hugging Face writes them), or a Hugging Face model directory
+// (`model.safetensors`, or `model.safetensors.index.json` and the files its
+// "weight_map" names). Each rank reads, with pread, exactly
+// the byte ranges its current local shard needs, whatever mesh and placements
+// wrote the checkpoint: Shard (uneven, empty), Replicate, StridedShard,
+// Ragged over one dim and user placements through their index lists.
+//
+// Each rank reads for itself, into host buffers the size of its shards, and
+// changes its tensors only after every rank has read all it needs (one
+// all-reduce over the DTensors' root mesh), so an error anywhere leaves every
+// rank's state untouched.
+//
+// Checks first and throws dtensor::Error, leaving `state` untouched, for: a
+// path that does not exist, a corrupt or truncated file or index, a tensor
+// the checkpoint lacks, a global shape or dtype that differs, boxes that do
+// not cover a tensor. Loading into a Partial DTensor, or Ragged placements
+// merging several dims, is refused.
+void load(std::map<std::string, at::Tensor>& state, const std::string& path);
+
+// The parameters and buffers of `module` and its submodules by dotted name
+// ("layers.0.weight"): the module's own tensors (DTensors where the module is
+// distributed), so `load` into this map fills the module in place.
+std::map<std::string, at::Tensor> state_dict(const torch::nn::Module& module);
+
+// Loads the checkpoint at `path` into `module`'s parameters and buffers in
+// place: `load(state_dict(module), path)`.
+void load_state_dict(torch::nn::Module& module, const std::string& path);
+
+}  // namespace dtensor::checkpoint

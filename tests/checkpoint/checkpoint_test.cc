@@ -1,0 +1,493 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor::checkpoint on the local backend: checkpoints saved on one mesh and
+// placements load exactly into any other; safetensors files written by hand
+// load into sharded DTensors and the files written here parse with an
+// independent reader; corrupt input fails clearly and leaves the state as it
+// was; a resharding load reads no byte it does not need.
+#include <dtensor/checkpoint/checkpoint.h>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dtensor/checkpoint/safetensors.h>
+#include <dtensor/dtensor.h>
+#include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
+#include "tests/support/checkpoint_layouts.h"
+#include "tests/support/expect_error.h"
+
+namespace dtensor::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using State = std::map<std::string, at::Tensor>;
+
+// A fresh directory under /tmp, removed with everything in it at the end.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> count{0};
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::path("/tmp") / ("dtensor-checkpoint-" + std::to_string(::getpid()) + "-" +
+                                test->name() + "-" + std::to_string(count++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+using testing::lay_out;
+using testing::local_of;
+
+at::Tensor reference(const std::vector<int64_t>& shape, c10::ScalarType dtype) {
+  return testing::checkpoint_reference(shape, dtype);
+}
+
+struct Layouts {
+  std::vector<int64_t> mesh;
+  std::vector<std::string> placements;
+};
+
+// Uneven and empty shards of a [7, 5] tensor, strided shards, two dims
+// split, Ragged rows, Partial sources (targets skip them), plain tensors.
+const std::vector<Layouts>& matrix() {
+  static const std::vector<Layouts> layouts = {
+      {{1}, {"R", "S(1)", "P(sum)"}},
+      {{4}, {"R", "S(0)", "S(1)", "SS(0,2)", "RG(dims=1,units=[1,2,4,0])", "P(sum)", "plain"}},
+      {{2, 2},
+       {"S(0),S(1)", "S(1),S(0)", "S(0),S(0)", "SS(0,2),S(0)", "R,S(1)",
+        "RG(dims=1,units=[3,4]),S(1)", "P(sum),S(1)"}},
+      {{2, 2, 2}, {"S(0),S(1),R", "R,S(1),S(0)", "S(1),P(sum),S(0)", "SS(1,2),S(1),R"}},
+  };
+  return layouts;
+}
+
+int world_size(const std::vector<int64_t>& mesh) {
+  int size = 1;
+  for (const int64_t n : mesh) size *= static_cast<int>(n);
+  return size;
+}
+
+const std::vector<c10::ScalarType>& dtypes() {
+  static const std::vector<c10::ScalarType> all = {at::kFloat, at::kBFloat16, at::kDouble,
+                                                   at::kLong};
+  return all;
+}
+
+std::string tensor_name(size_t layout, c10::ScalarType dtype) {
+  return "t" + std::to_string(layout) + "." + c10::toString(dtype);
+}
+
+// Save on every mesh and placements of the matrix, load into every other
+// (Partial targets aside): every value exact, every shard filled in place.
+TEST(CheckpointTest, RoundTripMatrix) {
+  const std::vector<int64_t> shape = {7, 5};
+  for (const Layouts& source : matrix()) {
+    TempDir dir;
+    const std::string path = dir / "ckpt";
+    run_ranks(world_size(source.mesh), [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", source.mesh);
+      State state;
+      for (size_t i = 0; i < source.placements.size(); ++i) {
+        for (const c10::ScalarType dtype : dtypes()) {
+          state[tensor_name(i, dtype)] =
+              lay_out(reference(shape, dtype), mesh, source.placements[i]);
+        }
+      }
+      save(state, path);
+    });
+    for (const Layouts& target : matrix()) {
+      for (const std::string& placements : target.placements) {
+        if (placements.find('P') != std::string::npos) continue;
+        SCOPED_TRACE(source.placements.front() + " on " + std::to_string(source.mesh.size()) +
+                     "-D -> " + placements);
+        run_ranks(world_size(target.mesh), [&](int) {
+          const DeviceMesh mesh = init_device_mesh("local", target.mesh);
+          State state;
+          std::map<std::string, void*> storage;
+          for (size_t i = 0; i < source.placements.size(); ++i) {
+            for (const c10::ScalarType dtype : dtypes()) {
+              const std::string name = tensor_name(i, dtype);
+              state[name] = lay_out(at::full(shape, 3, dtype), mesh, placements);
+              storage[name] = local_of(state[name]).data_ptr();
+            }
+          }
+          load(state, path);
+          for (size_t i = 0; i < source.placements.size(); ++i) {
+            for (const c10::ScalarType dtype : dtypes()) {
+              const std::string name = tensor_name(i, dtype);
+              const at::Tensor expected =
+                  local_of(lay_out(reference(shape, dtype), mesh, placements));
+              EXPECT_EQ(local_of(state[name]).data_ptr(), storage[name]) << name;
+              EXPECT_TRUE(at::equal(local_of(state[name]), expected))
+                  << name << " from " << source.placements[i] << ": " << local_of(state[name])
+                  << " vs " << expected;
+            }
+          }
+        });
+      }
+    }
+  }
+}
+
+// A 0-dim tensor and an empty one round-trip too.
+TEST(CheckpointTest, ScalarsAndEmptyTensors) {
+  TempDir dir;
+  run_ranks(2, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    State state = {{"scalar", at::scalar_tensor(2.5, at::kDouble)},
+                   {"empty", lay_out(at::zeros({0, 3}), mesh, "S(0)")}};
+    save(state, dir / "ckpt");
+    State loaded = {{"scalar", at::scalar_tensor(0.0, at::kDouble)},
+                    {"empty", lay_out(at::zeros({0, 3}), mesh, "S(1)")}};
+    load(loaded, dir / "ckpt");
+    EXPECT_EQ(loaded["scalar"].item<double>(), 2.5);
+  });
+}
+
+// The little-endian bytes of `value`.
+std::string u64_bytes(uint64_t value) {
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  return bytes;
+}
+
+template <typename T>
+std::string raw_bytes(const std::vector<T>& values) {
+  std::string bytes(values.size() * sizeof(T), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+// Writes a safetensors file byte by byte: the length (or `length` when
+// given), the header as given, the data.
+void write_file(const std::string& path, const std::string& header, const std::string& data,
+                std::optional<uint64_t> length = std::nullopt) {
+  std::ofstream out(path, std::ios::binary);
+  out << u64_bytes(length.value_or(header.size())) << header << data;
+}
+
+// A file written per the format, not by our writer, loads into sharded
+// DTensors (uneven and empty shards) and plain tensors.
+TEST(CheckpointTest, HandWrittenSafetensorsLoadsIntoShards) {
+  TempDir dir;
+  std::vector<float> a(24);
+  for (int i = 0; i < 24; ++i) a[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  const std::vector<int64_t> b = {-7, 1LL << 40, 9};
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[6,4],"data_offsets":[0,96]},)"
+      R"("b":{"dtype":"I64","shape":[3],"data_offsets":[96,120]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const std::string path = dir / "model.safetensors";
+  write_file(path, header, raw_bytes(a) + raw_bytes(b));
+  const at::Tensor a_expected = at::from_blob(a.data(), {6, 4}, at::kFloat).clone();
+  const at::Tensor b_expected =
+      at::from_blob(const_cast<int64_t*>(b.data()), {3}, at::kLong).clone();
+  for (const std::string placements : {"S(0)", "S(1)", "R", "SS(0,2)"}) {
+    run_ranks(4, [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", {4});
+      State state = {{"a", lay_out(at::zeros({6, 4}), mesh, placements)},
+                     {"b", lay_out(at::zeros({3}, at::kLong), mesh, "S(0)")}};
+      load(state, path);
+      EXPECT_TRUE(at::equal(local_of(state["a"]), local_of(lay_out(a_expected, mesh, placements))))
+          << placements;
+      EXPECT_TRUE(at::equal(local_of(state["b"]), local_of(lay_out(b_expected, mesh, "S(0)"))));
+    });
+  }
+  SafetensorsReader reader(path);
+  EXPECT_EQ(reader.metadata().at("format"), "pt");
+}
+
+// An independent minimal safetensors reader: every entry of `path` as a
+// tensor (F32 and I64 only).
+std::map<std::string, at::Tensor> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[i]);
+  EXPECT_EQ((8 + length) % 8, 0u) << "header padded to 8 bytes";
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const auto dtype = entry["dtype"] == "F32" ? at::kFloat : at::kLong;
+    const auto shape = entry["shape"].get<std::vector<int64_t>>();
+    const auto offsets = entry["data_offsets"].get<std::vector<int64_t>>();
+    at::Tensor tensor = at::empty(shape, dtype);
+    EXPECT_EQ(offsets[1] - offsets[0], tensor.numel() * tensor.element_size());
+    std::memcpy(tensor.data_ptr(), bytes.data() + 8 + length + offsets[0], offsets[1] - offsets[0]);
+    tensors[name] = tensor;
+  }
+  return tensors;
+}
+
+// A checkpoint's files parse with the independent reader, and its index
+// rebuilds every tensor; replicated data is written once, spread over ranks.
+TEST(CheckpointTest, FilesAreSafetensorsAndIndexRebuildsTensors) {
+  TempDir dir;
+  const std::string path = dir / "ckpt";
+  const at::Tensor w = reference({7, 5}, at::kFloat);
+  const at::Tensor v = reference({6}, at::kLong);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    // "u" on another mesh over the same ranks.
+    State state = {{"w", lay_out(w, mesh, "S(0),S(1)")},
+                   {"v", lay_out(v, mesh, "R,S(0)")},
+                   {"r", lay_out(w, mesh, "R,R")},
+                   {"u", lay_out(v, init_device_mesh("local", {4}), "S(0)")}};
+    save(state, path);
+  });
+  std::ifstream in(fs::path(path) / "index.json");
+  const nlohmann::json index = nlohmann::json::parse(in);
+  std::map<std::string, std::map<std::string, at::Tensor>> files;
+  int64_t entries = 0;
+  for (const auto& [name, expected] :
+       std::map<std::string, at::Tensor>{{"w", w}, {"v", v}, {"r", w}, {"u", v}}) {
+    const nlohmann::json& record = index["tensors"][name];
+    EXPECT_EQ(record["shape"].get<std::vector<int64_t>>(), expected.sizes().vec());
+    at::Tensor rebuilt = at::full_like(expected, 99);
+    int64_t covered = 0;
+    for (const nlohmann::json& box : record["boxes"]) {
+      const std::string file = box["file"];
+      if (!files.count(file)) files[file] = read_all((fs::path(path) / file).string());
+      const at::Tensor part = files[file].at(box["entry"].get<std::string>());
+      at::Tensor destination = rebuilt;
+      const auto offsets = box["offsets"].get<std::vector<int64_t>>();
+      const auto sizes = box["sizes"].get<std::vector<int64_t>>();
+      for (size_t d = 0; d < sizes.size(); ++d)
+        destination = destination.narrow(d, offsets[d], sizes[d]);
+      destination.copy_(part);
+      covered += part.numel();
+      ++entries;
+    }
+    EXPECT_EQ(covered, expected.numel()) << name << ": each element written once";
+    EXPECT_TRUE(at::equal(rebuilt, expected)) << name;
+  }
+  int64_t file_entries = 0;
+  for (const auto& [file, tensors] : files) file_entries += static_cast<int64_t>(tensors.size());
+  EXPECT_EQ(file_entries, entries);
+  // "r" (replicated over all 4) and "v" (over dim 0) are not all written by
+  // rank 0.
+  EXPECT_GE(files.size(), 4u);
+}
+
+// A resharding load reads exactly the bytes the new shards hold.
+TEST(CheckpointTest, ReshardingLoadReadsOnlyNeededBytes) {
+  TempDir dir;
+  const std::string path = dir / "ckpt";
+  const at::Tensor w = reference({8, 6}, at::kFloat);
+  run_ranks(2, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    save({{"w", lay_out(w, mesh, "S(0)")}}, path);
+  });
+  for (const auto& [mesh_shape, placements] :
+       std::vector<std::pair<std::vector<int64_t>, std::string>>{
+           {{4}, "S(0)"}, {{4}, "S(1)"}, {{2, 2}, "S(1),S(0)"}, {{4}, "SS(0,2)"}}) {
+    run_ranks(world_size(mesh_shape), [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", mesh_shape);
+      State state = {{"w", lay_out(at::zeros({8, 6}), mesh, placements)}};
+      ReadCounter counter;
+      load(state, path);
+      const at::Tensor local = local_of(state["w"]);
+      EXPECT_EQ(counter.bytes(), local.numel() * 4) << placements;
+      EXPECT_TRUE(at::equal(local, local_of(lay_out(w, mesh, placements)))) << placements;
+    });
+  }
+}
+
+// Saving again replaces the checkpoint whole and leaves nothing beside it.
+TEST(CheckpointTest, SaveReplacesAnOlderCheckpoint) {
+  TempDir dir;
+  const std::string path = dir / "ckpt";
+  for (const double value : {1.0, 2.0}) {
+    run_ranks(4, [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", {4});
+      save({{"w", lay_out(at::full({5, 3}, value), mesh, "S(0)")}}, path);
+    });
+  }
+  State state = {{"w", at::zeros({5, 3})}};
+  load(state, path);
+  EXPECT_TRUE(at::equal(state["w"], at::full({5, 3}, 2.0)));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+// A save that fails on some rank throws on every rank and leaves the older
+// checkpoint whole and nothing beside it.
+TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
+  TempDir dir;
+  const std::string path = dir / "ckpt";
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    save({{"w", lay_out(at::full({5, 3}, 1.0), mesh, "S(0)")}}, path);
+    // The plain complex tensor is rank 1's to write, and safetensors has no
+    // name for its dtype.
+    DTENSOR_EXPECT_ERROR(save({{"a", lay_out(at::full({5, 3}, 2.0), mesh, "S(0)")},
+                               {"b", at::zeros({2}, at::kComplexFloat)}},
+                              path),
+                         "failed on");
+  });
+  State state = {{"w", at::zeros({5, 3})}};
+  load(state, path);
+  EXPECT_TRUE(at::equal(state["w"], at::full({5, 3}, 1.0)));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+// A Hugging Face sharded model directory (an index naming each tensor's
+// file) loads into sharded DTensors.
+TEST(CheckpointTest, HuggingFaceShardedDirectoryLoads) {
+  TempDir dir;
+  const at::Tensor a = reference({6, 4}, at::kBFloat16);
+  const at::Tensor b = reference({5}, at::kFloat);
+  write_safetensors(dir / "model-00001-of-00002.safetensors", {{"a", a}});
+  write_safetensors(dir / "model-00002-of-00002.safetensors",
+                    {{"b", b}, {"unused", at::ones({3})}});
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"metadata": {"total_size": 68}, "weight_map": {"a": "model-00001-of-00002.safetensors",)"
+      << R"( "b": "model-00002-of-00002.safetensors"}})";
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    State state = {{"a", lay_out(at::zeros({6, 4}, at::kBFloat16), mesh, "S(1),S(0)")},
+                   {"b", lay_out(at::zeros({5}), mesh, "R,S(0)")}};
+    load(state, dir.path().string());
+    EXPECT_TRUE(at::equal(local_of(state["a"]), local_of(lay_out(a, mesh, "S(1),S(0)"))));
+    EXPECT_TRUE(at::equal(local_of(state["b"]), local_of(lay_out(b, mesh, "R,S(0)"))));
+  });
+}
+
+// A file only some ranks need is gone: those ranks fail, the others learn
+// it, and no rank changes a tensor.
+TEST(CheckpointTest, ErrorOnSomeRanksLeavesEveryRankUntouched) {
+  TempDir dir;
+  const std::string path = dir / "ckpt";
+  const at::Tensor w = reference({8, 3}, at::kFloat);
+  run_ranks(2, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    save({{"w", lay_out(w, mesh, "S(0)")}}, path);
+  });
+  fs::remove(fs::path(path) / "rank-00001.safetensors");
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    State state = {{"w", lay_out(at::zeros({8, 3}), mesh, "S(0)")}};
+    DTENSOR_EXPECT_ERROR(load(state, path),
+                         rank < 2 ? "failed on 2 other rank(s); no tensor changed" : "cannot open");
+    EXPECT_TRUE(at::equal(local_of(state["w"]), at::zeros({2, 3})));
+  });
+}
+
+// A module's parameters and buffers by dotted name, loaded in place.
+TEST(CheckpointTest, ModuleStateDictLoadsInPlace) {
+  TempDir dir;
+  torch::nn::Sequential model(torch::nn::Linear(4, 3), torch::nn::Linear(3, 2));
+  State state = state_dict(*model);
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : state) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.bias", "0.weight", "1.bias", "1.weight"}));
+  save(state, dir / "ckpt");
+  const at::Tensor saved = model->parameters()[0].detach().clone();
+  void* storage = model->parameters()[0].data_ptr();
+  {
+    at::NoGradGuard no_grad;
+    for (at::Tensor& parameter : model->parameters()) parameter.zero_();
+  }
+  load_state_dict(*model, dir / "ckpt");
+  EXPECT_EQ(model->parameters()[0].data_ptr(), storage);
+  EXPECT_TRUE(at::equal(model->parameters()[0], saved));
+}
+
+// Each bad input gives its error on every rank and changes no tensor.
+TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
+  TempDir dir;
+  const std::string good_header = R"({"a":{"dtype":"F32","shape":[4,2],"data_offsets":[0,32]}})";
+  const std::string data(32, '\0');
+  struct Case {
+    std::string file;
+    std::string header;
+    std::string data;
+    std::optional<uint64_t> length;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"truncated", good_header, data, 4096, "runs past the end of the file"},
+      {"out_of_range", R"({"a":{"dtype":"F32","shape":[4,2],"data_offsets":[0,64]}})", data,
+       std::nullopt, "expected 0 <= begin <= end <= 32"},
+      {"overlap",
+       R"({"a":{"dtype":"F32","shape":[4,2],"data_offsets":[0,32]},"z":{"dtype":"F32","shape":[2],"data_offsets":[24,32]}})",
+       data, std::nullopt, "overlap"},
+      {"size", R"({"a":{"dtype":"F32","shape":[4,2],"data_offsets":[0,16]}})", data, std::nullopt,
+       "needs 32"},
+      {"json", R"({"a":{"dtype":"F32",)", data, std::nullopt, "not valid JSON"},
+      {"dtype", R"({"a":{"dtype":"F9","shape":[4,2],"data_offsets":[0,32]}})", data, std::nullopt,
+       "unknown dtype \"F9\""},
+      {"missing", R"({"b":{"dtype":"F32","shape":[4,2],"data_offsets":[0,32]}})", data,
+       std::nullopt, "no tensor \"a\""},
+      {"shape", R"({"a":{"dtype":"F32","shape":[2,4],"data_offsets":[0,32]}})", data, std::nullopt,
+       "expected the global shape [4, 2]"},
+      {"wrong_dtype", R"({"a":{"dtype":"I32","shape":[4,2],"data_offsets":[0,32]}})", data,
+       std::nullopt, "expected dtype Float"},
+  };
+  for (const Case& c : cases)
+    write_file(dir / (c.file + ".safetensors"), c.header, c.data, c.length);
+  std::ofstream(dir / "short.safetensors") << "abc";
+  // A checkpoint whose index lost a box.
+  const std::string uncovered = dir / "uncovered";
+  run_ranks(2, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    save({{"a", lay_out(at::ones({4, 2}), mesh, "S(0)")}}, uncovered);
+  });
+  {
+    std::ifstream in(fs::path(uncovered) / "index.json");
+    nlohmann::json index = nlohmann::json::parse(in);
+    index["tensors"]["a"]["boxes"].erase(1);
+    std::ofstream(fs::path(uncovered) / "index.json") << index.dump();
+  }
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor before = reference({4, 2}, at::kFloat);
+    State state = {{"a", lay_out(before, mesh, "S(0)")}, {"p", before.clone()}};
+    auto expect_untouched = [&] {
+      EXPECT_TRUE(at::equal(local_of(state["a"]), local_of(lay_out(before, mesh, "S(0)"))));
+      EXPECT_TRUE(at::equal(state["p"], before));
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.file);
+      State one = {{"a", state["a"]}};
+      DTENSOR_EXPECT_ERROR(load(one, dir / (c.file + ".safetensors")), c.error);
+      expect_untouched();
+    }
+    // "p" is checked before "a" is read: nothing changes.
+    DTENSOR_EXPECT_ERROR(load(state, dir / "out_of_range.safetensors"), "data_offsets");
+    DTENSOR_EXPECT_ERROR(load(state, dir / "short.safetensors"),
+                         "expected at least the 8-byte header length");
+    DTENSOR_EXPECT_ERROR(load(state, uncovered), "boxes hold 4 elements, expected the tensor's 8");
+    DTENSOR_EXPECT_ERROR(load(state, dir / "nothing-here"), "does not exist");
+    State partial = {{"a", lay_out(before, mesh, "P(sum)")}};
+    DTENSOR_EXPECT_ERROR(load(partial, uncovered), "expected no Partial placement");
+    EXPECT_TRUE(at::equal(local_of(partial["a"]), local_of(lay_out(before, mesh, "P(sum)"))));
+    DTENSOR_EXPECT_ERROR(load(state, dir.path().string()), "without any");
+    expect_untouched();
+  });
+}
+
+}  // namespace
+}  // namespace dtensor::checkpoint
