@@ -39,7 +39,7 @@ else
   cmake_flags=()
 fi
 packages+=(g++ cmake make libopenmpi-dev openmpi-bin libabsl-dev libgtest-dev libgmock-dev
-           libbenchmark-dev ccache git ca-certificates)
+           libbenchmark-dev nlohmann-json3-dev ccache git ca-certificates)
 
 in_root() { chroot "$root" /bin/bash -c "$1"; }
 
