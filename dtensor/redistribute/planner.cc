@@ -456,6 +456,8 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source,
   return *plan;
 }
 
+int64_t plan_cache_size() { return static_cast<int64_t>(plan_cache().size()); }
+
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
   at::Tensor current = local;
   for (const PlannedStep& step : plan.steps) {

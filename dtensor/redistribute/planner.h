@@ -68,6 +68,12 @@ DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
 DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
     const DTensorSpec& source, const std::vector<PlacementPtr>& target_placements);
 
+// The number of plans cached on the calling thread (one rank of the local
+// backend, or the process), aliases under other spellings included. The cache
+// grows with every distinct (source spec, target placements) pair planned
+// and empties only when the transitions registry changes.
+int64_t plan_cache_size();
+
 // Runs `plan` on the calling rank's local tensor of `plan`'s source spec,
 // which may have any strides (transition.h).
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
