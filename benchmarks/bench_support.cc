@@ -325,4 +325,26 @@ int bench_main(int argc, char** argv, const BenchProgram& program) {
   }
 }
 
+std::string counts_text(const Counts& counts, bool as_kib) {
+  std::string text;
+  for (const auto& [kind, value] : counts) {
+    char piece[96];
+    if (as_kib) {
+      std::snprintf(piece, sizeof(piece), "%s%s %.1f", text.empty() ? "" : ", ", kind.c_str(),
+                    value / 1024.0);
+    } else {
+      std::snprintf(piece, sizeof(piece), "%s%lld %s", text.empty() ? "" : ", ",
+                    static_cast<long long>(value), kind.c_str());
+    }
+    text += piece;
+  }
+  return text.empty() ? "none" : text;
+}
+
+int64_t total(const Counts& counts) {
+  int64_t sum = 0;
+  for (const auto& [kind, value] : counts) sum += value;
+  return sum;
+}
+
 }  // namespace dtensor::bench

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -191,5 +192,13 @@ struct BenchProgram {
 // whose filter went stale cannot pass silently), on an unknown flag or on an
 // error (printed; under mpirun the whole job is aborted).
 int bench_main(int argc, char** argv, const BenchProgram& program);
+
+// Per-step tallies of the training-step programs (llama_step_bench,
+// fsdp_step_bench): calls or bytes by collective kind.
+using Counts = std::map<std::string, int64_t>;
+// "1 all_gather_v, 9 all_reduce", or with `as_kib` "all_reduce 18.0" (KiB);
+// "none" when empty.
+std::string counts_text(const Counts& counts, bool as_kib);
+int64_t total(const Counts& counts);
 
 }  // namespace dtensor::bench

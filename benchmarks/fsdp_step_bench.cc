@@ -43,13 +43,13 @@
 #include <dtensor/nn/fully_shard.h>
 #include <dtensor/nn/module_hooks.h>
 #include <dtensor/redistribute/collective_counter.h>
+#include "benchmarks/bench_support.h"
 
 namespace dtensor::bench {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using Counts = std::map<std::string, int64_t>;
 
 // ---------------------------------------------------------------------------
 // The model: input layer, residual MLP blocks, output layer; children are
@@ -453,28 +453,6 @@ Config config_of(const std::string& size) {
     return Config{.in = 6, .hidden = 10, .ffn = 20, .out = 3, .blocks = 2, .rows_per_rank = 2};
   DTENSOR_CHECK(size == "bench", "fsdp_step_bench: --size: expected test or bench, found ", size);
   return Config{.in = 512, .hidden = 512, .ffn = 2048, .out = 16, .blocks = 4, .rows_per_rank = 64};
-}
-
-std::string counts_text(const Counts& counts, bool as_kib) {
-  std::string text;
-  for (const auto& [kind, value] : counts) {
-    char piece[96];
-    if (as_kib) {
-      std::snprintf(piece, sizeof(piece), "%s%s %.1f", text.empty() ? "" : ", ", kind.c_str(),
-                    value / 1024.0);
-    } else {
-      std::snprintf(piece, sizeof(piece), "%s%lld %s", text.empty() ? "" : ", ",
-                    static_cast<long long>(value), kind.c_str());
-    }
-    text += piece;
-  }
-  return text.empty() ? "none" : text;
-}
-
-int64_t total(const Counts& counts) {
-  int64_t sum = 0;
-  for (const auto& [kind, value] : counts) sum += value;
-  return sum;
 }
 
 double median(std::vector<Seconds> all, double Seconds::*phase) {

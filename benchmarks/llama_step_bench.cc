@@ -43,6 +43,7 @@
 #include <dtensor/nn/reduce_gradients.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
+#include "benchmarks/bench_support.h"
 #include "examples/llama/llama_parallel.h"
 
 namespace dtensor::bench {
@@ -53,7 +54,6 @@ using examples::LlamaConfig;
 using examples::LlamaPlan;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using Counts = std::map<std::string, int64_t>;
 
 // ---------------------------------------------------------------------------
 // The hand-written plan's collectives, counted as CollectiveCounter counts
@@ -430,28 +430,6 @@ LlamaConfig config_of(const std::string& size) {
   config.ffn_hidden = 704;
   config.max_seq = 128;
   return config;
-}
-
-std::string counts_text(const Counts& counts, bool as_kib) {
-  std::string text;
-  for (const auto& [kind, value] : counts) {
-    char piece[96];
-    if (as_kib) {
-      std::snprintf(piece, sizeof(piece), "%s%s %.1f", text.empty() ? "" : ", ", kind.c_str(),
-                    value / 1024.0);
-    } else {
-      std::snprintf(piece, sizeof(piece), "%s%lld %s", text.empty() ? "" : ", ",
-                    static_cast<long long>(value), kind.c_str());
-    }
-    text += piece;
-  }
-  return text.empty() ? "none" : text;
-}
-
-int64_t total(const Counts& counts) {
-  int64_t sum = 0;
-  for (const auto& [kind, value] : counts) sum += value;
-  return sum;
 }
 
 // One printed row: a plan on a mesh under one implementation.
