@@ -18,6 +18,9 @@
 //
 //   build/benchmarks/fsdp_step_bench                        # 4 threads, local backend
 //   mpirun -np 4 build/benchmarks/fsdp_step_bench --backend=mpi --steps=10
+//   # on one GPU, the overhead above the collectives (one-rank groups keep them):
+//   mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES=1 build/benchmarks/fsdp_step_bench
+//       --backend=nccl --ranks=1
 //   build/benchmarks/fsdp_step_bench --size=test --steps=1  # a tiny model
 //   build/benchmarks/fsdp_step_bench --rows=4               # 4 rows per rank (default 64)
 #include <ATen/ATen.h>
@@ -93,10 +96,12 @@ TORCH_MODULE(Stack);
 // the model is drawn under this lock.
 std::mutex generator_mutex;
 
-Stack seeded_model(const Config& config) {
+Stack seeded_model(const Config& config, const at::Device& device) {
   std::lock_guard<std::mutex> lock(generator_mutex);
   at::manual_seed(7);
-  return Stack(config);
+  Stack model(config);
+  model->to(device);
+  return model;
 }
 
 at::Tensor mse(const at::Tensor& output, const at::Tensor& target) {
@@ -154,7 +159,7 @@ class FlatGroup {
     int64_t numel = 0;
     for (const Member& m : members_) numel += m.tensor->numel();
     segment_ = (numel + comm_.size() - 1) / comm_.size();
-    full_ = at::zeros({segment_ * comm_.size()}, at::kFloat);
+    full_ = at::zeros({segment_ * comm_.size()}, options());
     int64_t offset = 0;
     for (Member& m : members_) {
       const at::Tensor view = full_.narrow(0, offset, m.tensor->numel()).view(m.tensor->sizes());
@@ -192,14 +197,14 @@ class FlatGroup {
   // Packs `grads` (one per parameter) flat and reduce-scatters their
   // average into this rank's gradient shard.
   void reduce(const std::vector<at::Tensor>& grads) {
-    at::Tensor flat = at::empty({segment_ * comm_.size()}, at::kFloat);
+    at::Tensor flat = at::empty({segment_ * comm_.size()}, options());
     int64_t offset = 0;
     for (const at::Tensor& g : grads) {
       flat.narrow(0, offset, g.numel()).copy_(g.reshape({-1}));
       offset += g.numel();
     }
     flat.narrow(0, offset, flat.numel() - offset).zero_();
-    grad_shard_ = at::empty({segment_}, at::kFloat);
+    grad_shard_ = at::empty({segment_}, options());
     note("reduce_scatter", flat);
     comm_.reduce_scatter(flat, grad_shard_, ReduceOp::kAvg);
   }
@@ -219,6 +224,8 @@ class FlatGroup {
   }
 
  private:
+  at::TensorOptions options() const { return at::TensorOptions(at::kFloat).device(comm_.device()); }
+
   struct Member {
     std::string name;
     at::Tensor* tensor;  // the module's member forward reads
@@ -289,15 +296,22 @@ struct Setup {
 };
 
 // Times `step(lap)`, which calls `lap()` after its forward and after its
-// backward: each phase's seconds and the step's on the slowest rank.
+// backward: each phase's seconds and the step's on the slowest rank. Each
+// lap first waits for the device (CUDA under NCCL).
 template <typename Step>
-Seconds timed(Communicator& world, Step&& step) {
+Seconds timed(const std::shared_ptr<Communicator>& comm, Step&& step) {
+  const RankContext ctx = make_context(comm, /*every_rank_decides=*/false, "fsdp_step_bench");
+  Communicator& world = *comm;
   world.barrier();
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   std::vector<Clock::time_point> laps;
-  step([&] { laps.push_back(Clock::now()); });
-  laps.push_back(Clock::now());
+  const auto lap = [&] {
+    synchronize_device(ctx);
+    laps.push_back(Clock::now());
+  };
+  step(lap);
+  lap();
   DTENSOR_CHECK(laps.size() == 3, "fsdp_step_bench: expected 2 laps in a step, found ",
                 laps.size() - 1);
   const auto between = [](Clock::time_point from, Clock::time_point to) {
@@ -305,8 +319,10 @@ Seconds timed(Communicator& world, Step&& step) {
   };
   at::Tensor seconds = at::tensor({between(start, laps[2]), between(start, laps[0]),
                                    between(laps[0], laps[1]), between(laps[1], laps[2])},
-                                  at::kDouble);
+                                  at::kDouble)
+                           .to(world.device());
   world.all_reduce(seconds, ReduceOp::kMax);
+  seconds = seconds.cpu();
   const auto* s = seconds.data_ptr<double>();
   return {s[0], s[1], s[2], s[3]};
 }
@@ -320,7 +336,7 @@ double batch_loss(Communicator& world, const at::Tensor& loss) {
 
 class FullyShardStep {
  public:
-  explicit FullyShardStep(const Setup& s) : s_(s), model_(seeded_model(s.config)) {
+  explicit FullyShardStep(const Setup& s) : s_(s), model_(seeded_model(s.config, s.mesh.device())) {
     const nn::FullyShardOptions options{.reshard_after_forward = s.reshard_after_forward};
     for (Block& block : model_->layers) nn::fully_shard(*block, s.mesh, options);
     nn::fully_shard(*model_, s.mesh, options);
@@ -331,7 +347,7 @@ class FullyShardStep {
     at::Tensor loss;
     {
       CollectiveCounter counter;
-      result.seconds = timed(*s_.mesh.world(), [&](auto lap) {
+      result.seconds = timed(s_.mesh.world(), [&](auto lap) {
         loss = mse(model_->forward(s_.x), s_.y);
         lap();
         loss.backward();
@@ -367,7 +383,7 @@ class FullyShardStep {
 class Zero3Step {
  public:
   explicit Zero3Step(const Setup& s)
-      : s_(s), comm_(*s.mesh.communicator(0)), model_(seeded_model(s.config)) {
+      : s_(s), comm_(*s.mesh.communicator(0)), model_(seeded_model(s.config, s.mesh.device())) {
     groups_.reserve(model_->layers.size() + 1);
     for (size_t b = 0; b < model_->layers.size(); ++b) {
       FlatGroup& group = groups_.emplace_back(comm_, s.reshard_after_forward);
@@ -386,7 +402,7 @@ class Zero3Step {
     HandCounts counts;
     hand_counts = &counts;
     at::Tensor loss;
-    result.seconds = timed(comm_, [&](auto lap) {
+    result.seconds = timed(s_.mesh.communicator(0), [&](auto lap) {
       loss = mse(forward(s_.x), s_.y);
       lap();
       loss.backward();
@@ -505,8 +521,10 @@ void run_rank(const Options& options, int rank) {
   const DeviceMesh mesh = init_device_mesh(options.backend, {options.ranks}, {"dp"});
   at::Generator data = at::detail::createCPUGenerator(11);
   const int64_t rows = config.rows_per_rank * options.ranks;
-  const at::Tensor x = at::randn({rows, config.in}, data).chunk(options.ranks)[rank];
-  const at::Tensor y = at::randn({rows, config.out}, data).chunk(options.ranks)[rank];
+  const at::Tensor x =
+      at::randn({rows, config.in}, data).chunk(options.ranks)[rank].to(mesh.device());
+  const at::Tensor y =
+      at::randn({rows, config.out}, data).chunk(options.ranks)[rank].to(mesh.device());
   if (rank == 0) {
     std::printf(
         "| implementation | reshard_after_forward | collectives per step | "
@@ -560,7 +578,7 @@ Options parse(int argc, char** argv) {
       options.rows = std::stoll(*v);
     } else {
       DTENSOR_CHECK(false,
-                    "fsdp_step_bench: expected --backend=local|mpi, --ranks=N, --steps=N, "
+                    "fsdp_step_bench: expected --backend=local|mpi|nccl, --ranks=N, --steps=N, "
                     "--size=test|bench or --rows=N, found ",
                     arg);
     }

@@ -6,7 +6,7 @@
 # Google Benchmark installed, no network, no Abseil). It configures dtensor
 # with the NCCL backend into build-gpu, builds everything, runs every CTest
 # test (labels gpu and mpi included) and, with --bench, the NCCL collective
-# and redistribute benchmarks on one rank (design.md section 6 measures
+# and redistribute benchmarks and fully_shard's step on one rank (design.md section 6 measures
 # redistribute overhead on one H100 rank; several ranks sharing the GPU talk
 # over sockets and are for correctness only). With --build-only it stops after
 # the build: a cold build and the tests may not fit one 10-minute device call,
@@ -145,6 +145,18 @@ if record configure cmake "${configure_args[@]}" \
         summary+=("SKIP  ${bench}_nccl (not built)")
       fi
     done
+    # fully_shard's step beside a hand-written ZeRO-3 one: on one rank the
+    # overhead above the collectives; on 2 ranks sharing the GPU a check that
+    # both train alike on CUDA (exits 1 otherwise), not a timing.
+    fsdp_bench="${build_dir}/benchmarks/fsdp_step_bench"
+    if [[ -x "${fsdp_bench}" ]]; then
+      record fsdp_step_bench_nccl mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES=1 \
+        "${fsdp_bench}" --backend=nccl --ranks=1 --steps=20 || true
+      record fsdp_step_bench_nccl_2ranks mpirun -np 2 "${fsdp_bench}" --backend=nccl --ranks=2 \
+        --size=test --steps=2 || true
+    else
+      summary+=("SKIP  fsdp_step_bench_nccl (not built)")
+    fi
   fi
 fi
 exit "${status}"

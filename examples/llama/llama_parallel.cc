@@ -100,14 +100,14 @@ nn::ParallelizePlan llama_plan(const Llama& model, LlamaPlan which) {
   return plan;
 }
 
-// A model made from `seed` alone, the same on every rank: the rank threads
-// of the local backend share libtorch's default generator.
-Llama seeded_model(const LlamaConfig& config, uint64_t seed) {
+// A model made from `seed` alone, the same on every rank (the rank threads
+// of the local backend share libtorch's default generator), on `device`.
+Llama seeded_model(const LlamaConfig& config, uint64_t seed, const at::Device& device) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   at::manual_seed(seed);
   Llama model(config);
-  model->to(at::kDouble);
+  model->to(device, at::kDouble);
   return model;
 }
 
@@ -237,12 +237,14 @@ void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
 
 std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
                                    const LlamaTrainOptions& options) {
-  Llama reference = seeded_model(options.config, options.seed);
-  Llama model = seeded_model(options.config, options.seed);
+  // The reference trains on the mesh's device too (a CUDA one under NCCL).
+  Llama reference = seeded_model(options.config, options.seed, mesh.device());
+  Llama model = seeded_model(options.config, options.seed, mesh.device());
   parallelize_llama(model, mesh, plan, options.reshard_after_forward);
   at::Generator data = at::detail::createCPUGenerator(options.seed);
   const at::Tensor tokens =
-      at::randint(options.config.vocab, {options.batch, options.seq}, data, at::kLong);
+      at::randint(options.config.vocab, {options.batch, options.seq}, data, at::kLong)
+          .to(mesh.device());
   const at::Tensor targets = tokens.roll(-1, 1);
   const at::Tensor mesh_tokens = llama_batch(tokens, mesh);
   const at::Tensor mesh_targets = llama_batch(targets, mesh);

@@ -1,8 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 //
 // Trains the Llama-style model of examples/llama under each parallel plan on
-// 4 ranks of the local backend (no launcher), or of MPI
-// (mpirun -np 4 build/examples/llama --backend=mpi), beside the same training
+// 4 ranks of the local backend (no launcher), of MPI
+// (mpirun -np 4 build/examples/llama --backend=mpi) or of NCCL (--backend=nccl,
+// the model and data on each rank's GPU), beside the same training
 // on one device, and prints every step's loss, its agreement with one device
 // and the collectives it ran. Exits 1 when a step differs from one device.
 #include <cmath>
@@ -56,11 +57,14 @@ void run(const std::string& backend, LlamaPlan plan, std::vector<int64_t> shape,
 }  // namespace
 
 // With no argument: 4 rank threads of the local backend. Under mpirun -np 4:
-// --backend=mpi.
+// --backend=mpi or --backend=nccl.
 int main(int argc, char** argv) {
-  const std::string backend = argc > 1 && std::string(argv[1]) == "--backend=mpi" ? "mpi" : "local";
-  if (argc > 1 && backend == "local") {
-    std::fprintf(stderr, "llama: expected no argument or --backend=mpi, found %s\n", argv[1]);
+  const std::string flag = argc > 1 ? argv[1] : "--backend=local";
+  const std::string backend = flag.substr(flag.find('=') + 1);
+  if (argc > 2 || flag.rfind("--backend=", 0) != 0 ||
+      (backend != "local" && backend != "mpi" && backend != "nccl")) {
+    std::fprintf(stderr, "llama: expected no argument or --backend=local|mpi|nccl, found %s\n",
+                 argc > 2 ? argv[2] : flag.c_str());
     return 2;
   }
   run(backend, LlamaPlan::kTensorParallel, {4}, {"tp"});
