@@ -165,7 +165,7 @@ DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
             ? tensor.contiguous().clone()
             : at::empty(shape, tensor.options().memory_format(c10::MemoryFormat::Contiguous));
     comm->broadcast(whole, static_cast<int>(root_index));
-    CollectiveCounter::record("broadcast", static_cast<int64_t>(whole.nbytes()));
+    CollectiveCounter::record("broadcast", whole);
     return redistribute_any(DTensor(whole, spread), spec->placements());
   }
   // One scatter-v: the source sends each rank its piece; the others send nothing.
@@ -191,7 +191,7 @@ DTensor distribute_detached(const at::Tensor& tensor, const DeviceMesh& mesh,
   at::Tensor send = pieces.empty() ? at::empty({0}, tensor.options()) : at::cat(pieces);
   at::Tensor recv = local.view({-1});
   comm->all_to_all_v(send, send_counts, recv, recv_counts);
-  CollectiveCounter::record("all_to_all_v", static_cast<int64_t>(send.nbytes()));
+  CollectiveCounter::record("all_to_all_v", send);
   return redistribute_any(DTensor(local, spread), spec->placements());
 }
 
@@ -254,7 +254,7 @@ GatheredLocals gather_locals(const LocalArguments& arguments, const DeviceMesh& 
   const at::Tensor device_mine = mine.to(mesh.device());
   at::Tensor device_all = all.to(mesh.device());
   comm->all_gather(device_mine.view({1, -1}), device_all);
-  CollectiveCounter::record("all_gather", static_cast<int64_t>(device_mine.nbytes()));
+  CollectiveCounter::record("all_gather", device_mine);
   all = device_all.cpu();
   const int64_t* first = all[0].data_ptr<int64_t>();
   GatheredLocals out;

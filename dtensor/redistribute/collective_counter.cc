@@ -1,16 +1,40 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/redistribute/collective_counter.h>
 
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
 namespace dtensor {
 namespace {
 
 thread_local CollectiveCounter* innermost_counter = nullptr;
 
+// Every live counter of the process, for collectives recorded on libtorch's
+// device threads; the mutex also orders those records with the owners'.
+std::mutex& live_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::vector<CollectiveCounter*>& live_counters() {
+  static std::vector<CollectiveCounter*> counters;
+  return counters;
+}
+
 }  // namespace
 
-CollectiveCounter::CollectiveCounter() : outer_(innermost_counter) { innermost_counter = this; }
+CollectiveCounter::CollectiveCounter() : outer_(innermost_counter) {
+  innermost_counter = this;
+  const std::lock_guard<std::mutex> lock(live_mutex());
+  live_counters().push_back(this);
+}
 
-CollectiveCounter::~CollectiveCounter() { innermost_counter = outer_; }
+CollectiveCounter::~CollectiveCounter() {
+  innermost_counter = outer_;
+  const std::lock_guard<std::mutex> lock(live_mutex());
+  std::vector<CollectiveCounter*>& live = live_counters();
+  live.erase(std::find(live.begin(), live.end(), this));
+}
 
 int64_t CollectiveCounter::total() const {
   int64_t sum = 0;
@@ -29,10 +53,17 @@ int64_t CollectiveCounter::total_bytes() const {
   return sum;
 }
 
-void CollectiveCounter::record(std::string_view collective, int64_t bytes) {
-  for (CollectiveCounter* c = innermost_counter; c != nullptr; c = c->outer_) {
-    ++c->counts_[std::string(collective)];
-    c->bytes_[std::string(collective)] += bytes;
+void CollectiveCounter::record(std::string_view collective, const at::Tensor& input) {
+  const auto add = [&](CollectiveCounter& counter) {
+    ++counter.counts_[std::string(collective)];
+    counter.bytes_[std::string(collective)] += static_cast<int64_t>(input.nbytes());
+  };
+  if (innermost_counter != nullptr) {
+    const std::lock_guard<std::mutex> lock(live_mutex());
+    for (CollectiveCounter* c = innermost_counter; c != nullptr; c = c->outer_) add(*c);
+  } else if (input.is_cuda()) {
+    const std::lock_guard<std::mutex> lock(live_mutex());
+    for (CollectiveCounter* counter : live_counters()) add(*counter);
   }
 }
 

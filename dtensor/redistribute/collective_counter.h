@@ -14,8 +14,14 @@
 //   counter.count("all_to_all_v");
 //
 // Counters nest: each counts what ran while it was alive. Every rank thread
-// (local backend) or process counts its own.
+// (local backend) or process counts its own. libtorch runs the backward of
+// CUDA tensors on its own device threads, which have no counter: a
+// collective on CUDA tensors recorded there counts into every live counter
+// of the process (under NCCL a process is one rank; the local backend, whose
+// rank threads share a process, is CPU-only).
 #pragma once
+
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <map>
@@ -42,10 +48,10 @@ class CollectiveCounter {
   }
   int64_t total_bytes() const;
 
-  // Called for each collective, with the bytes of the rank's input buffer:
-  // by the redistribute executor, and by distribute_tensor and from_local
-  // for theirs.
-  static void record(std::string_view collective, int64_t bytes);
+  // Called for each collective with the rank's input buffer (its bytes are
+  // counted): by the redistribute executor, and by distribute_tensor and
+  // from_local for theirs.
+  static void record(std::string_view collective, const at::Tensor& input);
 
  private:
   std::map<std::string, int64_t, std::less<>> counts_;

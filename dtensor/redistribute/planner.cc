@@ -464,10 +464,10 @@ at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
     if (!step.context) {
       step.context = std::make_shared<const StepContext>(*step.before, *step.after, step.mesh_dims);
     }
-    const int64_t bytes = static_cast<int64_t>(current.nbytes());
+    const at::Tensor input = current;
     current = step.transition->run(current, *step.context);
     if (step.transition->communicates()) {
-      CollectiveCounter::record(step.transition->collective(), bytes);
+      CollectiveCounter::record(step.transition->collective(), input);
     }
   }
   return current;

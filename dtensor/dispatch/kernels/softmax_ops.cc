@@ -1,7 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
 // dtensor/dispatch/kernels/softmax_ops.cc: softmax and log_softmax, forward
-// and backward.
+// and backward, and _safe_softmax.
 //
 // Every dim other than the normalized one passes any split through
 // (rules/pointwise.h). The normalized dim itself may be split too (the
@@ -137,6 +137,11 @@ DTENSOR_REGISTER(softmax_ops) {
   add_softmax_op("aten::_log_softmax", forward_kernel<true>);
   add_softmax_op("aten::_softmax_backward_data", backward_kernel<false>);
   add_softmax_op("aten::_log_softmax_backward_data", backward_kernel<true>);
+  // libtorch 2.5+'s softmax of scaled-dot-product attention's math path
+  // (what CUDA runs for float64): rows of only -inf give zeros. Its normalized
+  // dim stays whole, so ATen's kernel runs each rank's rows; its backward is
+  // _softmax_backward_data's.
+  add_to_existing(strategies(), {"aten::_safe_softmax"}, other_dims_strategy());
 }
 
 }  // namespace dtensor
