@@ -9,6 +9,15 @@
 //   dtensor::checkpoint::load(state, "ckpt/step-100");   // collective, in place
 //   dtensor::checkpoint::load(state, "model.safetensors");  // a plain file
 //
+// With the optimizer, to resume training on any mesh and placements:
+//
+//   auto state = dtensor::checkpoint::state_dict(*model);
+//   state.merge(dtensor::checkpoint::state_dict(optimizer, *model));
+//   dtensor::checkpoint::save(state, "ckpt/step-100");
+//   ...  // later, perhaps on another mesh: parallelize, build the optimizer
+//   dtensor::checkpoint::load_state_dict(*model, "ckpt/step-100");
+//   dtensor::checkpoint::load_state_dict(optimizer, *model, "ckpt/step-100");
+//
 // A checkpoint is a directory: one safetensors file per writing rank
 // (`rank-00003.safetensors`, any safetensors reader opens it) holding the
 // boxes of global tensors that rank owns (entries "name@k"), and
@@ -35,6 +44,9 @@
 namespace torch::nn {
 class Module;
 }  // namespace torch::nn
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
 
 namespace dtensor::checkpoint {
 
@@ -81,5 +93,37 @@ std::map<std::string, at::Tensor> state_dict(const torch::nn::Module& module);
 // Loads the checkpoint at `path` into `module`'s parameters and buffers in
 // place: `load(state_dict(module), path)`.
 void load_state_dict(torch::nn::Module& module, const std::string& path);
+
+// The state of `optimizer` (torch::optim::Adam, AdamW or SGD; another type
+// throws dtensor::Error), named after its parameters' names in `module`, so
+// that it loads into the same model however it is laid out then:
+//
+//   "optim.<param>.exp_avg", "optim.<param>.exp_avg_sq",   Adam, AdamW
+//   "optim.<param>.max_exp_avg_sq" (amsgrad only),
+//   "optim.<param>.step" (int64, 0-dim)
+//   "optim.<param>.momentum_buffer"                          SGD, momentum != 0
+//   "optim.param_groups.<i>.lr" (float64, 0-dim)             every optimizer
+//
+// The state tensors are the optimizer's own (DTensors laid out as their
+// parameters where the model is distributed); step and lr are copies. A
+// parameter without state yet (the optimizer has not stepped) gets the
+// state its first step would create: zeros and step 0, which Adam and AdamW
+// then continue exactly as from no state (for SGD with dampening != 0, the
+// first step starts a missing buffer from the gradient, a zero one from
+// dampened momentum). The other hyperparameters are the optimizer's own as
+// constructed. Throws dtensor::Error when a parameter of the optimizer is
+// not one of `module`'s.
+std::map<std::string, at::Tensor> state_dict(const torch::optim::Optimizer& optimizer,
+                                             const torch::nn::Module& module);
+
+// Loads the state of `optimizer` from the checkpoint at `path` (written
+// with `state_dict(optimizer, module)` on any mesh and placements, into any
+// optimizer of the same type over the same named parameters): the
+// parameters with state are filled in place, those without get new state
+// laid out as the parameter (zeros_like), filled, then installed, and the
+// steps and learning rates are set. Collective, as `load`; nothing changes
+// when it throws.
+void load_state_dict(torch::optim::Optimizer& optimizer, const torch::nn::Module& module,
+                     const std::string& path);
 
 }  // namespace dtensor::checkpoint
