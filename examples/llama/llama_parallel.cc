@@ -100,17 +100,6 @@ nn::ParallelizePlan llama_plan(const Llama& model, LlamaPlan which) {
   return plan;
 }
 
-// A model made from `seed` alone, the same on every rank: the rank threads
-// of the local backend share libtorch's default generator.
-Llama seeded_model(const LlamaConfig& config, uint64_t seed) {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  at::manual_seed(seed);
-  Llama model(config);
-  model->to(at::kDouble);
-  return model;
-}
-
 // SGD or AdamW over a model's parameters.
 class Optimizer {
  public:
@@ -155,6 +144,17 @@ double max_difference(torch::nn::Module& distributed, torch::nn::Module& referen
 }
 
 }  // namespace
+
+Llama seeded_llama(const LlamaConfig& config, uint64_t seed) {
+  // The rank threads of the local backend share libtorch's default
+  // generator: one model at a time.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  at::manual_seed(seed);
+  Llama model(config);
+  model->to(at::kDouble);
+  return model;
+}
 
 std::string plan_name(LlamaPlan plan) {
   switch (plan) {
@@ -237,8 +237,8 @@ void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
 
 std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
                                    const LlamaTrainOptions& options) {
-  Llama reference = seeded_model(options.config, options.seed);
-  Llama model = seeded_model(options.config, options.seed);
+  Llama reference = seeded_llama(options.config, options.seed);
+  Llama model = seeded_llama(options.config, options.seed);
   parallelize_llama(model, mesh, plan, options.reshard_after_forward);
   at::Generator data = at::detail::createCPUGenerator(options.seed);
   const at::Tensor tokens =

@@ -47,6 +47,10 @@ namespace dtensor::examples {
 
 enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel, kFullyShard };
 
+// A float64 model initialized from `seed` alone: the same on every rank
+// and thread (the local backend's rank threads make theirs one at a time).
+Llama seeded_llama(const LlamaConfig& config, uint64_t seed);
+
 // "tp", "tp_sp", "loss_parallel", "fsdp".
 std::string plan_name(LlamaPlan plan);
 
