@@ -340,8 +340,8 @@ TEST(CheckpointTest, SaveReplacesAnOlderCheckpoint) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
-// A save that fails on some rank throws on every rank and leaves the older
-// checkpoint whole and nothing beside it.
+// A save that fails on some rank throws on every rank (an async one from
+// wait()) and leaves the older checkpoint whole and nothing beside it.
 TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
   TempDir dir;
   const std::string path = dir / "ckpt";
@@ -350,10 +350,12 @@ TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
     save({{"w", lay_out(at::full({5, 3}, 1.0), mesh, "S(0)")}}, path);
     // The plain complex tensor is rank 1's to write, and safetensors has no
     // name for its dtype.
-    DTENSOR_EXPECT_ERROR(save({{"a", lay_out(at::full({5, 3}, 2.0), mesh, "S(0)")},
-                               {"b", at::zeros({2}, at::kComplexFloat)}},
-                              path),
-                         "failed on");
+    const State bad = {{"a", lay_out(at::full({5, 3}, 2.0), mesh, "S(0)")},
+                       {"b", at::zeros({2}, at::kComplexFloat)}};
+    DTENSOR_EXPECT_ERROR(save(bad, path), "failed on");
+    // Async: the same failure, thrown by wait().
+    SaveHandle pending = save(bad, path, {.async = true});
+    DTENSOR_EXPECT_ERROR(pending.wait(), "failed on");
   });
   State state = {{"w", at::zeros({5, 3})}};
   load(state, path);
@@ -400,6 +402,49 @@ TEST(CheckpointTest, ErrorOnSomeRanksLeavesEveryRankUntouched) {
     DTENSOR_EXPECT_ERROR(load(state, path),
                          rank < 2 ? "failed on 2 other rank(s); no tensor changed" : "cannot open");
     EXPECT_TRUE(at::equal(local_of(state["w"]), at::zeros({2, 3})));
+  });
+}
+
+// An async save returns once the tensors are copied: changing them before
+// wait() changes nothing in the checkpoint, which appears only when every
+// rank has waited. The handle's destructor waits too; a synchronous save's
+// handle has nothing left to do.
+TEST(CheckpointTest, AsyncSaveSnapshotsTheTensors) {
+  TempDir dir;
+  const at::Tensor w = reference({7, 5}, at::kFloat);
+  const at::Tensor b = reference({3}, at::kLong);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    State state = {{"w", lay_out(w, mesh, "S(0),S(1)")},
+                   {"p", lay_out(w, mesh, "P(sum),S(0)")},
+                   {"b", b.clone()}};
+    auto mutate = [&] {
+      for (auto& [name, tensor] : state) local_of(tensor).add_(1);
+    };
+    SaveHandle pending = save(state, dir / "ckpt", {.async = true});
+    mutate();
+    EXPECT_FALSE(fs::exists(dir / "ckpt"));
+    pending.wait();
+    EXPECT_TRUE(fs::exists(dir / "ckpt"));
+    pending.wait();  // nothing left
+    {
+      const SaveHandle dropped = save(state, dir / "dropped", {.async = true});
+      mutate();
+    }
+    save(state, dir / "sync").wait();
+    for (const auto& [path, offset] :
+         std::vector<std::pair<std::string, int64_t>>{{"ckpt", 0}, {"dropped", 1}, {"sync", 2}}) {
+      SCOPED_TRACE(path);
+      State loaded = {{"w", lay_out(at::zeros({7, 5}), mesh, "S(1),R")},
+                      {"p", lay_out(at::zeros({7, 5}), mesh, "R,S(0)")},
+                      {"b", at::zeros({3}, at::kLong)}};
+      load(loaded, dir / path);
+      EXPECT_TRUE(at::equal(local_of(loaded["w"]), local_of(lay_out(w + offset, mesh, "S(1),R"))));
+      // The Partial tensor's sum gains `offset` once per dp rank.
+      EXPECT_TRUE(
+          at::equal(local_of(loaded["p"]), local_of(lay_out(w + 2 * offset, mesh, "R,S(0)"))));
+      EXPECT_TRUE(at::equal(loaded["b"], b + offset));
+    }
   });
 }
 
