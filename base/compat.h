@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -58,6 +59,23 @@ AutogradNodePtr<NodeT> make_autograd_node(Args&&... args) {
     // it exists: this branch is never compiled where it does not.
     return std::shared_ptr<NodeT>(new NodeT(std::forward<Args>(args)...),
                                   [](NodeT* node) { deleteNode(node); });
+  }
+}
+
+// The key of `parameter` in a torch::optim::Optimizer's state() map, whose
+// type `StateMap` is passed: libtorch 1.13 keys it by the address of the
+// parameter's TensorImpl printed as a string (c10::guts::to_string, an
+// ostream's `<<`), 2.x by the address itself. Told apart by the map's key
+// type rather than a version number, so the map need not be included here.
+template <typename StateMap>
+typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/,
+                                                const at::Tensor& parameter) {
+  if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
+    std::ostringstream address;
+    address << parameter.unsafeGetTensorImpl();
+    return address.str();
+  } else {
+    return parameter.unsafeGetTensorImpl();
   }
 }
 

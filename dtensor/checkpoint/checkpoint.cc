@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -674,34 +676,111 @@ std::vector<at::Tensor> read_state(const std::vector<Target>& targets, const std
 
 }  // namespace
 
-void save(const std::map<std::string, at::Tensor>& state, const std::string& dir) {
+// A save once its layout is agreed on: this rank's files, written by
+// `writer` (a thread for an async save), then every rank's outcome agreed
+// on and the checkpoint published.
+struct SaveHandle::Pending {
+  World world;
+  bool leader = false;
+  int64_t id = 0;
+  fs::path tmp;
+  fs::path target;
+  std::thread writer;
+  // Set by the writer; read once it is joined.
+  std::optional<std::string> write_error;
+
+  // Collective, on the thread of the other collectives.
+  void finish() {
+    if (writer.joinable()) writer.join();
+    const int64_t write_failures = sum_over_ranks(world, write_error ? 1 : 0);
+    if (write_failures > 0) {
+      if (leader) fs::remove_all(tmp);
+      DTENSOR_CHECK(false, "checkpoint::save: writing ", tmp.string(), " failed on ",
+                    write_failures, " rank(s)",
+                    write_error ? ", here: " + *write_error : std::string(), "; ", target.string(),
+                    " is unchanged");
+    }
+    check_every_rank(world, leader ? attempt([&] { publish(tmp, target, id); }) : std::nullopt,
+                     "moving " + tmp.string() + " to " + target.string());
+  }
+};
+
+SaveHandle::SaveHandle() = default;
+SaveHandle::SaveHandle(std::unique_ptr<Pending> pending) : pending_(std::move(pending)) {}
+SaveHandle::SaveHandle(SaveHandle&& other) noexcept = default;
+
+SaveHandle& SaveHandle::operator=(SaveHandle&& other) {
+  if (this != &other) {
+    wait();
+    pending_ = std::move(other.pending_);
+  }
+  return *this;
+}
+
+SaveHandle::~SaveHandle() {
+  try {
+    wait();
+  } catch (const std::exception& error) {
+    std::cerr << "dtensor::checkpoint: an async save failed: " << error.what() << std::endl;
+  }
+}
+
+void SaveHandle::wait() {
+  if (!pending_) return;
+  // Done whatever happens: a failed save is not waited for twice.
+  const std::unique_ptr<Pending> pending = std::move(pending_);
+  pending->finish();
+}
+
+SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::string& dir,
+                const SaveOptions& options) {
   at::NoGradGuard no_grad;
-  const World world = world_of(state);
+  auto pending = std::make_unique<SaveHandle::Pending>();
+  pending->world = world_of(state);
+  const World& world = pending->world;
   std::vector<SaveItem> items;
   for (const auto& [name, tensor] : state)
     items.push_back(save_item(name, tensor, items.size(), world));
 
-  const int64_t id = sum_over_ranks(world, world.rank == world.ranks.front() ? fresh_id() : 0);
-  const fs::path target = fs::path(dir).lexically_normal();
-  const fs::path tmp = target.string() + ".tmp-" + std::to_string(id);
-  const bool leader = world.rank == world.ranks.front();
-  check_every_rank(world, leader ? attempt([&] { fs::create_directories(tmp); }) : std::nullopt,
+  pending->leader = world.rank == world.ranks.front();
+  pending->id = sum_over_ranks(world, pending->leader ? fresh_id() : 0);
+  pending->target = fs::path(dir).lexically_normal();
+  pending->tmp = pending->target.string() + ".tmp-" + std::to_string(pending->id);
+  const fs::path tmp = pending->tmp;
+  check_every_rank(world,
+                   pending->leader ? attempt([&] { fs::create_directories(tmp); }) : std::nullopt,
                    "creating " + tmp.string());
-  const std::optional<std::string> write_error = attempt([&] {
-    const auto entries = rank_entries(items, world.rank);
-    if (!entries.empty()) write_safetensors((tmp / rank_file(world.rank)).string(), entries);
-    if (leader) write_text(tmp / kIndexFile, index_json(items).dump(1));
-    sync_directory(tmp.string());
+
+  // What this rank writes: views of its tensors, or for an async save their
+  // copies in host memory. Errors here are agreed on with the writes' ones.
+  std::vector<std::pair<std::string, at::Tensor>> entries;
+  std::string index;
+  pending->write_error = attempt([&] {
+    entries = rank_entries(items, world.rank);
+    if (options.async) {
+      for (auto& [name, tensor] : entries)
+        tensor = at::empty(tensor.sizes(), tensor.options().device(at::kCPU)).copy_(tensor);
+    }
+    if (pending->leader) index = index_json(items).dump(1);
   });
-  const int64_t write_failures = sum_over_ranks(world, write_error ? 1 : 0);
-  if (write_failures > 0) {
-    if (leader) fs::remove_all(tmp);
-    DTENSOR_CHECK(false, "checkpoint::save: writing ", tmp.string(), " failed on ", write_failures,
-                  " rank(s)", write_error ? ", here: " + *write_error : std::string(), "; ",
-                  target.string(), " is unchanged");
+  if (!pending->write_error) {
+    auto write = [job = pending.get(), entries = std::move(entries), index = std::move(index),
+                  file = tmp / rank_file(world.rank)] {
+      job->write_error = attempt([&] {
+        if (!entries.empty()) write_safetensors(file.string(), entries);
+        if (job->leader) write_text(job->tmp / kIndexFile, index);
+        sync_directory(job->tmp.string());
+      });
+    };
+    if (options.async) {
+      pending->writer = std::thread(std::move(write));
+    } else {
+      write();
+    }
   }
-  check_every_rank(world, leader ? attempt([&] { publish(tmp, target, id); }) : std::nullopt,
-                   "moving " + tmp.string() + " to " + target.string());
+  SaveHandle handle(std::move(pending));
+  if (!options.async) handle.wait();
+  return handle;
 }
 
 void load(std::map<std::string, at::Tensor>& state, const std::string& path) {

@@ -8,6 +8,18 @@
 //   dtensor::checkpoint::save(state, "ckpt/step-100");   // collective
 //   dtensor::checkpoint::load(state, "ckpt/step-100");   // collective, in place
 //   dtensor::checkpoint::load(state, "model.safetensors");  // a plain file
+//   auto pending = dtensor::checkpoint::save(state, "ckpt/step-200", {.async = true});
+//   ...                                                     // train on
+//   pending.wait();                                         // collective
+//
+// With the optimizer, to resume training on any mesh and placements:
+//
+//   auto state = dtensor::checkpoint::state_dict(*model);
+//   state.merge(dtensor::checkpoint::state_dict(optimizer, *model));
+//   dtensor::checkpoint::save(state, "ckpt/step-100");
+//   ...  // later, perhaps on another mesh: parallelize, build the optimizer
+//   dtensor::checkpoint::load_state_dict(*model, "ckpt/step-100");
+//   dtensor::checkpoint::load_state_dict(optimizer, *model, "ckpt/step-100");
 //
 // A checkpoint is a directory: one safetensors file per writing rank
 // (`rank-00003.safetensors`, any safetensors reader opens it) holding the
@@ -28,6 +40,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include <ATen/core/Tensor.h>
@@ -35,8 +48,60 @@
 namespace torch::nn {
 class Module;
 }  // namespace torch::nn
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
 
 namespace dtensor::checkpoint {
+
+// How `save` runs.
+struct SaveOptions {
+  // Return as soon as every rank has agreed on the checkpoint's layout and
+  // copied its part of the tensors to host memory (Partial reduced first);
+  // a background thread then writes the files, and the returned handle's
+  // wait() publishes them. The caller may change the tensors at once (keep
+  // training): the checkpoint holds their values at the call. Costs host
+  // memory for this rank's part until the files are written.
+  bool async = false;
+};
+
+// A save that may still be running (SaveOptions::async); a synchronous
+// save returns one with nothing left to do. Movable, not copyable.
+//
+//   dtensor::checkpoint::SaveHandle pending =
+//       dtensor::checkpoint::save(state, "ckpt/step-100", {.async = true});
+//   ...  // train on: the tensors were copied
+//   pending.wait();  // collective: the checkpoint is in place when it returns
+class SaveHandle {
+ public:
+  // Nothing to wait for.
+  SaveHandle();
+  // Waits as wait() does (so every rank must let its handle go at the same
+  // point); a destructor cannot throw, so a failure is written to stderr
+  // instead: call wait() to handle it.
+  ~SaveHandle();
+  SaveHandle(SaveHandle&& other) noexcept;
+  // Waits for the save this handle held, then takes `other`'s.
+  SaveHandle& operator=(SaveHandle&& other);
+  SaveHandle(const SaveHandle&) = delete;
+  SaveHandle& operator=(const SaveHandle&) = delete;
+
+  // Waits for this rank's files to reach the disk, then, with every rank
+  // (collective: each calls it at the same point of its program, on the
+  // thread that runs its other collectives; the writing thread never
+  // communicates), checks that every rank wrote its files and publishes the
+  // checkpoint. Throws dtensor::Error on every rank when a write failed
+  // anywhere, leaving `dir` as it was. Later calls do nothing.
+  void wait();
+
+ private:
+  struct Pending;
+  friend SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::string& dir,
+                         const SaveOptions& options);
+  explicit SaveHandle(std::unique_ptr<Pending> pending);
+
+  std::unique_ptr<Pending> pending_;
+};
 
 // Saves `state` as the checkpoint directory `dir` (its parents are created).
 // Each rank writes only the boxes it owns: a DTensor's local shard, with the
@@ -49,7 +114,12 @@ namespace dtensor::checkpoint {
 // written and flushed its file does rank 0 move them to `dir`, replacing an
 // older checkpoint there (moved aside, then removed). A failed write on any
 // rank throws dtensor::Error on every rank and leaves `dir` as it was.
-void save(const std::map<std::string, at::Tensor>& state, const std::string& dir);
+//
+// Synchronous by default: the checkpoint is in place when save returns (the
+// handle has nothing left to do). With `options.async`, see SaveOptions;
+// the write's errors are thrown by the handle's wait().
+SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::string& dir,
+                const SaveOptions& options = {});
 
 // Fills every tensor of `state` in place (its storage, so optimizers holding
 // the tensors see the new values) from the checkpoint at `path`: a directory
@@ -81,5 +151,37 @@ std::map<std::string, at::Tensor> state_dict(const torch::nn::Module& module);
 // Loads the checkpoint at `path` into `module`'s parameters and buffers in
 // place: `load(state_dict(module), path)`.
 void load_state_dict(torch::nn::Module& module, const std::string& path);
+
+// The state of `optimizer` (torch::optim::Adam, AdamW or SGD; another type
+// throws dtensor::Error), named after its parameters' names in `module`, so
+// that it loads into the same model however it is laid out then:
+//
+//   "optim.<param>.exp_avg", "optim.<param>.exp_avg_sq",   Adam, AdamW
+//   "optim.<param>.max_exp_avg_sq" (amsgrad only),
+//   "optim.<param>.step" (int64, 0-dim)
+//   "optim.<param>.momentum_buffer"                          SGD, momentum != 0
+//   "optim.param_groups.<i>.lr" (float64, 0-dim)             every optimizer
+//
+// The state tensors are the optimizer's own (DTensors laid out as their
+// parameters where the model is distributed); step and lr are copies. A
+// parameter without state yet (the optimizer has not stepped) gets the
+// state its first step would create: zeros and step 0, which Adam and AdamW
+// then continue exactly as from no state (for SGD with dampening != 0, the
+// first step starts a missing buffer from the gradient, a zero one from
+// dampened momentum). The other hyperparameters are the optimizer's own as
+// constructed. Throws dtensor::Error when a parameter of the optimizer is
+// not one of `module`'s.
+std::map<std::string, at::Tensor> state_dict(const torch::optim::Optimizer& optimizer,
+                                             const torch::nn::Module& module);
+
+// Loads the state of `optimizer` from the checkpoint at `path` (written
+// with `state_dict(optimizer, module)` on any mesh and placements, into any
+// optimizer of the same type over the same named parameters): the
+// parameters with state are filled in place, those without get new state
+// laid out as the parameter (zeros_like), filled, then installed, and the
+// steps and learning rates are set. Collective, as `load`; nothing changes
+// when it throws.
+void load_state_dict(torch::optim::Optimizer& optimizer, const torch::nn::Module& module,
+                     const std::string& path);
 
 }  // namespace dtensor::checkpoint

@@ -100,17 +100,6 @@ nn::ParallelizePlan llama_plan(const Llama& model, LlamaPlan which) {
   return plan;
 }
 
-// A model made from `seed` alone, the same on every rank (the rank threads
-// of the local backend share libtorch's default generator), on `device`.
-Llama seeded_model(const LlamaConfig& config, uint64_t seed, const at::Device& device) {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  at::manual_seed(seed);
-  Llama model(config);
-  model->to(device, at::kDouble);
-  return model;
-}
-
 // SGD or AdamW over a model's parameters.
 class Optimizer {
  public:
@@ -155,6 +144,17 @@ double max_difference(torch::nn::Module& distributed, torch::nn::Module& referen
 }
 
 }  // namespace
+
+Llama seeded_llama(const LlamaConfig& config, uint64_t seed, const at::Device& device) {
+  // The rank threads of the local backend share libtorch's default
+  // generator: one model at a time.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  at::manual_seed(seed);
+  Llama model(config);
+  model->to(device, at::kDouble);
+  return model;
+}
 
 std::string plan_name(LlamaPlan plan) {
   switch (plan) {
@@ -238,8 +238,8 @@ void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
 std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
                                    const LlamaTrainOptions& options) {
   // The reference trains on the mesh's device too (a CUDA one under NCCL).
-  Llama reference = seeded_model(options.config, options.seed, mesh.device());
-  Llama model = seeded_model(options.config, options.seed, mesh.device());
+  Llama reference = seeded_llama(options.config, options.seed, mesh.device());
+  Llama model = seeded_llama(options.config, options.seed, mesh.device());
   parallelize_llama(model, mesh, plan, options.reshard_after_forward);
   at::Generator data = at::detail::createCPUGenerator(options.seed);
   const at::Tensor tokens =

@@ -47,6 +47,12 @@ namespace dtensor::examples {
 
 enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel, kFullyShard };
 
+// A float64 model initialized from `seed` alone, on `device`: the same on
+// every rank and thread (the local backend's rank threads make theirs one
+// at a time).
+Llama seeded_llama(const LlamaConfig& config, uint64_t seed,
+                   const at::Device& device = at::Device(at::kCPU));
+
 // "tp", "tp_sp", "loss_parallel", "fsdp".
 std::string plan_name(LlamaPlan plan);
 

@@ -4,13 +4,18 @@
 // placements load exactly into any other; safetensors files written by hand
 // load into sharded DTensors and the files written here parse with an
 // independent reader; corrupt input fails clearly and leaves the state as it
-// was; a resharding load reads no byte it does not need.
+// was; a resharding load reads no byte it does not need; optimizer state
+// saved on one layout resumes training on another exactly.
 #include <dtensor/checkpoint/checkpoint.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 
 #include <unistd.h>
 
@@ -18,7 +23,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +35,7 @@
 #include <dtensor/checkpoint/safetensors.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
+#include <dtensor/nn/parallelize.h>
 #include <dtensor/placements/placements.h>
 #include "tests/support/checkpoint_layouts.h"
 #include "tests/support/expect_error.h"
@@ -332,8 +340,8 @@ TEST(CheckpointTest, SaveReplacesAnOlderCheckpoint) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
-// A save that fails on some rank throws on every rank and leaves the older
-// checkpoint whole and nothing beside it.
+// A save that fails on some rank throws on every rank (an async one from
+// wait()) and leaves the older checkpoint whole and nothing beside it.
 TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
   TempDir dir;
   const std::string path = dir / "ckpt";
@@ -342,10 +350,12 @@ TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
     save({{"w", lay_out(at::full({5, 3}, 1.0), mesh, "S(0)")}}, path);
     // The plain complex tensor is rank 1's to write, and safetensors has no
     // name for its dtype.
-    DTENSOR_EXPECT_ERROR(save({{"a", lay_out(at::full({5, 3}, 2.0), mesh, "S(0)")},
-                               {"b", at::zeros({2}, at::kComplexFloat)}},
-                              path),
-                         "failed on");
+    const State bad = {{"a", lay_out(at::full({5, 3}, 2.0), mesh, "S(0)")},
+                       {"b", at::zeros({2}, at::kComplexFloat)}};
+    DTENSOR_EXPECT_ERROR(save(bad, path), "failed on");
+    // Async: the same failure, thrown by wait().
+    SaveHandle pending = save(bad, path, {.async = true});
+    DTENSOR_EXPECT_ERROR(pending.wait(), "failed on");
   });
   State state = {{"w", at::zeros({5, 3})}};
   load(state, path);
@@ -392,6 +402,49 @@ TEST(CheckpointTest, ErrorOnSomeRanksLeavesEveryRankUntouched) {
     DTENSOR_EXPECT_ERROR(load(state, path),
                          rank < 2 ? "failed on 2 other rank(s); no tensor changed" : "cannot open");
     EXPECT_TRUE(at::equal(local_of(state["w"]), at::zeros({2, 3})));
+  });
+}
+
+// An async save returns once the tensors are copied: changing them before
+// wait() changes nothing in the checkpoint, which appears only when every
+// rank has waited. The handle's destructor waits too; a synchronous save's
+// handle has nothing left to do.
+TEST(CheckpointTest, AsyncSaveSnapshotsTheTensors) {
+  TempDir dir;
+  const at::Tensor w = reference({7, 5}, at::kFloat);
+  const at::Tensor b = reference({3}, at::kLong);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    State state = {{"w", lay_out(w, mesh, "S(0),S(1)")},
+                   {"p", lay_out(w, mesh, "P(sum),S(0)")},
+                   {"b", b.clone()}};
+    auto mutate = [&] {
+      for (auto& [name, tensor] : state) local_of(tensor).add_(1);
+    };
+    SaveHandle pending = save(state, dir / "ckpt", {.async = true});
+    mutate();
+    EXPECT_FALSE(fs::exists(dir / "ckpt"));
+    pending.wait();
+    EXPECT_TRUE(fs::exists(dir / "ckpt"));
+    pending.wait();  // nothing left
+    {
+      const SaveHandle dropped = save(state, dir / "dropped", {.async = true});
+      mutate();
+    }
+    save(state, dir / "sync").wait();
+    for (const auto& [path, offset] :
+         std::vector<std::pair<std::string, int64_t>>{{"ckpt", 0}, {"dropped", 1}, {"sync", 2}}) {
+      SCOPED_TRACE(path);
+      State loaded = {{"w", lay_out(at::zeros({7, 5}), mesh, "S(1),R")},
+                      {"p", lay_out(at::zeros({7, 5}), mesh, "R,S(0)")},
+                      {"b", at::zeros({3}, at::kLong)}};
+      load(loaded, dir / path);
+      EXPECT_TRUE(at::equal(local_of(loaded["w"]), local_of(lay_out(w + offset, mesh, "S(1),R"))));
+      // The Partial tensor's sum gains `offset` once per dp rank.
+      EXPECT_TRUE(
+          at::equal(local_of(loaded["p"]), local_of(lay_out(w + 2 * offset, mesh, "R,S(0)"))));
+      EXPECT_TRUE(at::equal(loaded["b"], b + offset));
+    }
   });
 }
 
@@ -487,6 +540,185 @@ TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
     DTENSOR_EXPECT_ERROR(load(state, dir.path().string()), "without any");
     expect_untouched();
   });
+}
+
+// ---------------------------------------------------------------------------
+// Optimizer state.
+
+using OptimizerPtr = std::unique_ptr<torch::optim::Optimizer>;
+
+struct OptimizerCase {
+  std::string name;
+  std::function<OptimizerPtr(const std::vector<at::Tensor>&)> make;
+};
+
+const std::vector<OptimizerCase>& optimizer_cases() {
+  static const std::vector<OptimizerCase> cases = {
+      {"Adam",
+       [](const std::vector<at::Tensor>& p) -> OptimizerPtr {
+         return std::make_unique<torch::optim::Adam>(
+             p, torch::optim::AdamOptions(0.1).weight_decay(0.01));
+       }},
+      {"AdamW_amsgrad",
+       [](const std::vector<at::Tensor>& p) -> OptimizerPtr {
+         return std::make_unique<torch::optim::AdamW>(
+             p, torch::optim::AdamWOptions(0.1).amsgrad(true));
+       }},
+      {"SGD_nesterov",
+       [](const std::vector<at::Tensor>& p) -> OptimizerPtr {
+         return std::make_unique<torch::optim::SGD>(
+             p, torch::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+       }},
+  };
+  return cases;
+}
+
+// A float64 torch::nn::Linear(5, 6) whose weight [6, 5] and bias [6] hold
+// fixed values (times `scale`), laid out as `weight` and `bias` over `mesh`
+// (none: a plain module). Collective over the mesh.
+torch::nn::Linear linear(const std::optional<DeviceMesh>& mesh, const std::string& weight,
+                         const std::string& bias, double scale = 1) {
+  torch::nn::Linear model(torch::nn::LinearOptions(5, 6));
+  model->to(at::kDouble);
+  {
+    at::NoGradGuard no_grad;
+    model->weight.copy_(reference({6, 5}, at::kDouble).mul(0.1 * scale));
+    model->bias.copy_(reference({6}, at::kDouble).mul(-0.2 * scale));
+  }
+  if (mesh) {
+    nn::distribute_parameter(*model, "weight", *mesh, parse_placements(weight));
+    nn::distribute_parameter(*model, "bias", *mesh, parse_placements(bias));
+  }
+  return model;
+}
+
+// Steps [first, last) of training with gradients that depend on the step
+// alone, laid out as their parameters: every update is elementwise, so
+// every layout computes the one-device values exactly.
+void train_steps(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int first,
+                 int last) {
+  for (int step = first; step < last; ++step) {
+    for (at::Tensor& parameter : model.parameters()) {
+      const bool distributed = is_dtensor(parameter);
+      const at::Tensor global =
+          reference(distributed ? DTensor(parameter).sizes() : parameter.sizes().vec(), at::kDouble)
+              .mul(0.3)
+              .add(0.1 * step)
+              .cos();
+      parameter.mutable_grad() = distributed ? distribute_tensor(global, DTensor(parameter).mesh(),
+                                                                 DTensor(parameter).placements())
+                                                   .tensor()
+                                             : global;
+    }
+    optimizer.step();
+  }
+}
+
+// The parameters' global values by name.
+State global_parameters(const torch::nn::Module& model) {
+  State values;
+  for (const auto& [name, tensor] : state_dict(model))
+    values[name] = is_dtensor(tensor) ? DTensor(tensor).full_tensor() : tensor.detach().clone();
+  return values;
+}
+
+// The names of an optimizer's state: per parameter, named as in the module,
+// and the learning rate of each param group.
+TEST(CheckpointTest, OptimizerStateDictNames) {
+  auto names_of = [](const State& state) {
+    std::vector<std::string> names;
+    for (const auto& [name, tensor] : state) names.push_back(name);
+    return names;
+  };
+  torch::nn::Linear model = linear(std::nullopt, "", "");
+  const OptimizerPtr adamw = optimizer_cases()[1].make(model->parameters());
+  EXPECT_EQ(names_of(state_dict(*adamw, *model)),
+            (std::vector<std::string>{
+                "optim.bias.exp_avg", "optim.bias.exp_avg_sq", "optim.bias.max_exp_avg_sq",
+                "optim.bias.step", "optim.param_groups.0.lr", "optim.weight.exp_avg",
+                "optim.weight.exp_avg_sq", "optim.weight.max_exp_avg_sq", "optim.weight.step"}));
+  // Not stepped yet: the state its first step would create, not installed.
+  EXPECT_TRUE(adamw->state().empty());
+  EXPECT_EQ(state_dict(*adamw, *model).at("optim.weight.step").item<int64_t>(), 0);
+  const OptimizerPtr sgd = optimizer_cases()[2].make(model->parameters());
+  EXPECT_EQ(names_of(state_dict(*sgd, *model)),
+            (std::vector<std::string>{"optim.bias.momentum_buffer", "optim.param_groups.0.lr",
+                                      "optim.weight.momentum_buffer"}));
+  torch::optim::SGD plain_sgd(model->parameters(), torch::optim::SGDOptions(0.5));
+  EXPECT_EQ(names_of(state_dict(plain_sgd, *model)),
+            (std::vector<std::string>{"optim.param_groups.0.lr"}));
+  EXPECT_EQ(state_dict(plain_sgd, *model).at("optim.param_groups.0.lr").item<double>(), 0.5);
+
+  torch::optim::RMSprop rmsprop(model->parameters());
+  DTENSOR_EXPECT_ERROR(state_dict(rmsprop, *model),
+                       "expected torch::optim::Adam, AdamW or SGD, found torch::optim::RMSprop");
+  torch::optim::AdamW stranger({at::zeros({2}, at::kDouble).requires_grad_()});
+  DTENSOR_EXPECT_ERROR(state_dict(stranger, *model),
+                       "parameter 0 of param group 0: expected one of the module's 2 parameters");
+}
+
+// Model and optimizer saved after 2 steps on mesh (4) with uneven and empty
+// shards, loaded into a fresh model and optimizer (not stepped) on (2, 2)
+// with other placements and into a plain one, then 2 more steps: every
+// parameter equals 4 uninterrupted steps on one device exactly, and the
+// created state is laid out as its parameter.
+TEST(CheckpointTest, OptimizerStateResumesOnAnotherLayout) {
+  for (const OptimizerCase& c : optimizer_cases()) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    const std::string path = dir / "ckpt";
+    torch::nn::Linear uninterrupted = linear(std::nullopt, "", "");
+    const OptimizerPtr reference_optimizer = c.make(uninterrupted->parameters());
+    train_steps(*uninterrupted, *reference_optimizer, 0, 4);
+    const State expected = global_parameters(*uninterrupted);
+
+    run_ranks(4, [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", {4});
+      torch::nn::Linear model = linear(mesh, "S(0)", "S(0)");
+      const OptimizerPtr optimizer = c.make(model->parameters());
+      train_steps(*model, *optimizer, 0, 2);
+      State state = state_dict(*model);
+      state.merge(state_dict(*optimizer, *model));
+      save(state, path);
+    });
+    run_ranks(4, [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", {2, 2});
+      torch::nn::Linear model = linear(mesh, "S(1),S(0)", "R,S(0)", /*scale=*/-3);
+      const OptimizerPtr optimizer = c.make(model->parameters());
+      load_state_dict(*model, path);
+      load_state_dict(*optimizer, *model, path);
+      for (const auto& [name, tensor] : state_dict(*optimizer, *model)) {
+        if (!is_dtensor(tensor)) continue;
+        const std::string parameter = name.substr(6, name.find('.', 6) - 6);
+        EXPECT_TRUE(same_placements(DTensor(tensor).placements(),
+                                    DTensor(state_dict(*model).at(parameter)).placements()))
+            << name;
+      }
+      train_steps(*model, *optimizer, 2, 4);
+      for (const auto& [name, value] : global_parameters(*model))
+        EXPECT_TRUE(at::equal(value, expected.at(name))) << name;
+    });
+    torch::nn::Linear plain = linear(std::nullopt, "", "", /*scale=*/-3);
+    const OptimizerPtr optimizer = c.make(plain->parameters());
+    load_state_dict(*plain, path);
+    load_state_dict(*optimizer, *plain, path);
+    train_steps(*plain, *optimizer, 2, 4);
+    for (const auto& [name, value] : global_parameters(*plain))
+      EXPECT_TRUE(at::equal(value, expected.at(name))) << name;
+  }
+}
+
+// A checkpoint without the optimizer's state fails to load into it and
+// leaves it as it was: no state created, the learning rate kept.
+TEST(CheckpointTest, OptimizerLoadFailureLeavesOptimizerUntouched) {
+  TempDir dir;
+  torch::nn::Linear model = linear(std::nullopt, "", "");
+  save(state_dict(*model), dir / "model-only");
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(0.25));
+  DTENSOR_EXPECT_ERROR(load_state_dict(optimizer, *model, dir / "model-only"),
+                       "no tensor \"optim.bias.exp_avg\" in the checkpoint");
+  EXPECT_TRUE(optimizer.state().empty());
+  EXPECT_EQ(optimizer.param_groups()[0].options().get_lr(), 0.25);
 }
 
 }  // namespace

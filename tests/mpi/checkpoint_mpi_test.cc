@@ -1,7 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 //
 // dtensor::checkpoint across 4 MPI processes sharing a directory: saved on
-// one mesh and placements, loaded exactly into others.
+// one mesh and placements, loaded exactly into others; an async save keeps
+// the values of its call while the ranks change the tensors and
+// communicate.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -93,6 +95,25 @@ TEST(MpiCheckpointTest, RoundTripsAcrossMeshesAndPlacements) {
       }
     }
   }
+}
+
+// The files are written by a thread while the ranks go on: the tensors
+// change and a collective runs before wait() publishes the checkpoint.
+TEST(MpiCheckpointTest, AsyncSaveSnapshotsTheTensors) {
+  if (make_world_communicator("mpi")->size() != 4) GTEST_SKIP() << "needs mpirun -np 4";
+  const DeviceMesh line = init_device_mesh("mpi", {4});
+  const DeviceMesh square = init_device_mesh("mpi", {2, 2});
+  const SharedTempDir dir(line);
+  const at::Tensor w = checkpoint_reference({7, 5}, at::kDouble);
+  std::map<std::string, at::Tensor> state = {{"w", lay_out(w, square, "SS(0,2),S(0)")}};
+  checkpoint::SaveHandle pending = checkpoint::save(state, dir / "async", {.async = true});
+  local_of(state["w"]).add_(1);
+  EXPECT_TRUE(at::equal(DTensor(state["w"]).full_tensor(), w + 1));
+  pending.wait();
+  std::map<std::string, at::Tensor> loaded = {
+      {"w", lay_out(at::zeros({7, 5}, at::kDouble), line, "S(1)")}};
+  checkpoint::load(loaded, dir / "async");
+  EXPECT_TRUE(at::equal(local_of(loaded["w"]), local_of(lay_out(w, line, "S(1)"))));
 }
 
 }  // namespace
