@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -33,7 +32,6 @@
 namespace dtensor::checkpoint {
 namespace {
 
-namespace fs = std::filesystem;
 using Shape = std::vector<int64_t>;
 using IndexLists = std::vector<std::vector<int64_t>>;
 
@@ -306,30 +304,25 @@ nlohmann::json index_json(const std::vector<SaveItem>& items) {
   return {{"format", kFormat}, {"version", 1}, {"tensors", tensors}};
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  OutputFile file(path.string());
+void write_text(const std::string& path, const std::string& text) {
+  OutputFile file(path);
   file.write(text.data(), static_cast<int64_t>(text.size()));
   file.close();
 }
 
-// The directory holding `path` ("." for a relative name without one).
-std::string parent_of(const fs::path& path) {
-  return path.has_parent_path() ? path.parent_path().string() : std::string(".");
-}
-
 // Moves the finished `tmp` to `dir`; an older checkpoint there is moved
 // aside first and removed last, so `dir` always holds a whole checkpoint.
-void publish(const fs::path& tmp, const fs::path& dir, int64_t id) {
-  if (!fs::exists(dir)) {
-    fs::rename(tmp, dir);
-    sync_directory(parent_of(dir));
+void publish(const std::string& tmp, const std::string& dir, int64_t id) {
+  if (!path_exists(dir)) {
+    rename_path(tmp, dir);
+    sync_directory(parent_directory(dir));
     return;
   }
-  const fs::path old = dir.string() + ".old-" + std::to_string(id);
-  fs::rename(dir, old);
-  fs::rename(tmp, dir);
-  sync_directory(parent_of(dir));
-  fs::remove_all(old);
+  const std::string old = dir + ".old-" + std::to_string(id);
+  rename_path(dir, old);
+  rename_path(tmp, dir);
+  sync_directory(parent_directory(dir));
+  remove_tree(old);
 }
 
 // A number naming this save's temporary directory.
@@ -357,7 +350,7 @@ struct Record {
 
 // What a checkpoint holds: per tensor, its boxes, in files under `dir`.
 struct Source {
-  fs::path dir;
+  std::string dir;
   std::map<std::string, Record> tensors;
 };
 
@@ -404,21 +397,21 @@ Box parse_box(const nlohmann::json& value, const Shape& shape, const std::string
 }
 
 // The JSON file `path`, or a clear error.
-nlohmann::json read_json(const fs::path& path) {
+nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  DTENSOR_CHECK(in.good(), "checkpoint::load: cannot read ", path.string());
+  DTENSOR_CHECK(in.good(), "checkpoint::load: cannot read ", path);
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& error) {
-    DTENSOR_CHECK(false, "checkpoint::load: ", path.string(), " is not valid JSON: ", error.what());
+    DTENSOR_CHECK(false, "checkpoint::load: ", path, " is not valid JSON: ", error.what());
   }
   return {};
 }
 
-Source read_index(const fs::path& dir) {
-  const fs::path path = dir / kIndexFile;
+Source read_index(const std::string& dir) {
+  const std::string path = join_path(dir, kIndexFile);
   const nlohmann::json json = read_json(path);
-  const std::string where = "checkpoint::load: " + path.string();
+  const std::string where = "checkpoint::load: " + path;
   DTENSOR_CHECK(
       json.is_object() && json.value("format", "") == kFormat && json.value("version", 0) == 1,
       where, ": expected {\"format\": \"", kFormat, "\", \"version\": 1, ...}");
@@ -450,7 +443,7 @@ Source read_index(const fs::path& dir) {
 // entry when `names` is null), each as one whole tensor.
 void add_whole_tensors(Source& source, const std::string& file,
                        const std::set<std::string>* names) {
-  const SafetensorsReader reader((source.dir / file).string());
+  const SafetensorsReader reader(join_path(source.dir, file));
   for (const auto& [name, entry] : reader.entries()) {
     if (names != nullptr && names->count(name) == 0) continue;
     source.tensors.emplace(name,
@@ -467,10 +460,10 @@ void add_whole_tensors(Source& source, const std::string& file,
 
 // A Hugging Face sharded checkpoint: model.safetensors.index.json's
 // "weight_map" names the file of each tensor.
-Source read_hf_index(const fs::path& dir) {
-  const fs::path path = dir / kHfIndexFile;
+Source read_hf_index(const std::string& dir) {
+  const std::string path = join_path(dir, kHfIndexFile);
   const nlohmann::json json = read_json(path);
-  const std::string where = "checkpoint::load: " + path.string();
+  const std::string where = "checkpoint::load: " + path;
   const nlohmann::json& weight_map = json_member(json, "weight_map", where);
   DTENSOR_CHECK(weight_map.is_object(), where, ": \"weight_map\": expected an object, found ",
                 weight_map.type_name());
@@ -485,19 +478,19 @@ Source read_hf_index(const fs::path& dir) {
   return source;
 }
 
-Source read_source(const fs::path& path) {
-  DTENSOR_CHECK(fs::exists(path), "checkpoint::load: ", path.string(), " does not exist");
-  if (!fs::is_directory(path)) {
-    Source source{path.parent_path(), {}};
-    add_whole_tensors(source, path.filename().string(), nullptr);
+Source read_source(const std::string& path) {
+  DTENSOR_CHECK(path_exists(path), "checkpoint::load: ", path, " does not exist");
+  if (!is_directory(path)) {
+    Source source{parent_directory(path), {}};
+    add_whole_tensors(source, path.substr(path.find_last_of('/') + 1), nullptr);
     return source;
   }
-  if (fs::exists(path / kIndexFile)) return read_index(path);
-  if (fs::exists(path / kHfIndexFile)) return read_hf_index(path);
-  DTENSOR_CHECK(fs::exists(path / kHfSingleFile),
+  if (path_exists(join_path(path, kIndexFile))) return read_index(path);
+  if (path_exists(join_path(path, kHfIndexFile))) return read_hf_index(path);
+  DTENSOR_CHECK(path_exists(join_path(path, kHfSingleFile)),
                 "checkpoint::load: expected a .safetensors file or a directory holding ",
                 kIndexFile, ", ", kHfIndexFile, " or ", kHfSingleFile, ", found the directory ",
-                path.string(), " without any");
+                path, " without any");
   Source source{path, {}};
   add_whole_tensors(source, kHfSingleFile, nullptr);
   return source;
@@ -529,7 +522,7 @@ Target target_of(const std::string& name, const at::Tensor& tensor) {
 const Record& matching_record(const Source& source, const std::string& name,
                               const at::Tensor& tensor) {
   const auto found = source.tensors.find(name);
-  DTENSOR_CHECK(found != source.tensors.end(), "checkpoint::load: ", source.dir.string(),
+  DTENSOR_CHECK(found != source.tensors.end(), "checkpoint::load: ", source.dir,
                 ": no tensor \"", name, "\" in the checkpoint");
   const Record& record = found->second;
   const Shape shape = is_dtensor(tensor) ? DTensor(tensor).sizes() : tensor.sizes().vec();
@@ -585,16 +578,16 @@ std::vector<Read> plan_reads(const Target& target, const Record& record) {
 // The open files of a source, each opened (its header read) on first use.
 class Readers {
  public:
-  explicit Readers(const fs::path& dir) : dir_(dir) {}
+  explicit Readers(std::string dir) : dir_(std::move(dir)) {}
   const SafetensorsReader& open(const std::string& file) {
     auto found = readers_.find(file);
     if (found == readers_.end())
-      found = readers_.emplace(file, SafetensorsReader((dir_ / file).string())).first;
+      found = readers_.emplace(file, SafetensorsReader(join_path(dir_, file))).first;
     return found->second;
   }
 
  private:
-  fs::path dir_;
+  std::string dir_;
   std::map<std::string, SafetensorsReader> readers_;
 };
 
@@ -659,7 +652,7 @@ at::Tensor read_target(const Target& target, const Record& record, const std::ve
 // The new local data of every tensor of `state`, read from `path` after
 // every check.
 std::vector<at::Tensor> read_state(const std::vector<Target>& targets, const std::string& path) {
-  const Source source = read_source(fs::path(path));
+  const Source source = read_source(path);
   std::vector<const Record*> records;
   std::vector<std::vector<Read>> reads;
   for (const Target& target : targets) {
@@ -683,8 +676,8 @@ struct SaveHandle::Pending {
   World world;
   bool leader = false;
   int64_t id = 0;
-  fs::path tmp;
-  fs::path target;
+  std::string tmp;
+  std::string target;
   std::thread writer;
   // Set by the writer; read once it is joined.
   std::optional<std::string> write_error;
@@ -694,14 +687,14 @@ struct SaveHandle::Pending {
     if (writer.joinable()) writer.join();
     const int64_t write_failures = sum_over_ranks(world, write_error ? 1 : 0);
     if (write_failures > 0) {
-      if (leader) fs::remove_all(tmp);
-      DTENSOR_CHECK(false, "checkpoint::save: writing ", tmp.string(), " failed on ",
+      if (leader) remove_tree(tmp);
+      DTENSOR_CHECK(false, "checkpoint::save: writing ", tmp, " failed on ",
                     write_failures, " rank(s)",
-                    write_error ? ", here: " + *write_error : std::string(), "; ", target.string(),
+                    write_error ? ", here: " + *write_error : std::string(), "; ", target,
                     " is unchanged");
     }
     check_every_rank(world, leader ? attempt([&] { publish(tmp, target, id); }) : std::nullopt,
-                     "moving " + tmp.string() + " to " + target.string());
+                     "moving " + tmp + " to " + target);
   }
 };
 
@@ -744,12 +737,12 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
 
   pending->leader = world.rank == world.ranks.front();
   pending->id = sum_over_ranks(world, pending->leader ? fresh_id() : 0);
-  pending->target = fs::path(dir).lexically_normal();
-  pending->tmp = pending->target.string() + ".tmp-" + std::to_string(pending->id);
-  const fs::path tmp = pending->tmp;
+  pending->target = without_trailing_slashes(dir);
+  pending->tmp = pending->target + ".tmp-" + std::to_string(pending->id);
+  const std::string tmp = pending->tmp;
   check_every_rank(world,
-                   pending->leader ? attempt([&] { fs::create_directories(tmp); }) : std::nullopt,
-                   "creating " + tmp.string());
+                   pending->leader ? attempt([&] { make_directories(tmp); }) : std::nullopt,
+                   "creating " + tmp);
 
   // What this rank writes: views of its tensors, or for an async save their
   // copies in host memory. Errors here are agreed on with the writes' ones.
@@ -765,11 +758,11 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
   });
   if (!pending->write_error) {
     auto write = [job = pending.get(), entries = std::move(entries), index = std::move(index),
-                  file = tmp / rank_file(world.rank)] {
+                  file = join_path(tmp, rank_file(world.rank))] {
       job->write_error = attempt([&] {
-        if (!entries.empty()) write_safetensors(file.string(), entries);
-        if (job->leader) write_text(job->tmp / kIndexFile, index);
-        sync_directory(job->tmp.string());
+        if (!entries.empty()) write_safetensors(file, entries);
+        if (job->leader) write_text(join_path(job->tmp, kIndexFile), index);
+        sync_directory(job->tmp);
       });
     };
     if (options.async) {

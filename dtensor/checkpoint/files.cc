@@ -1,10 +1,15 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/checkpoint/files.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <dtensor/base/check.h>
@@ -47,6 +52,71 @@ void sync_directory(const std::string& path) {
   ::close(fd);
   DTENSOR_CHECK(status == 0, "checkpoint: flushing the directory ", path, ": ",
                 std::strerror(error));
+}
+
+std::string join_path(const std::string& directory, const std::string& name) {
+  if (directory.empty()) return name;
+  return directory.back() == '/' ? directory + name : directory + "/" + name;
+}
+
+std::string without_trailing_slashes(const std::string& path) {
+  const size_t end = path.find_last_not_of('/');
+  return end == std::string::npos ? path.substr(0, 1) : path.substr(0, end + 1);
+}
+
+std::string parent_directory(const std::string& path) {
+  const std::string trimmed = without_trailing_slashes(path);
+  const size_t slash = trimmed.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : trimmed.substr(0, slash);
+}
+
+bool path_exists(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+std::vector<std::string> directory_entries(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
+  DTENSOR_CHECK(dir != nullptr, "checkpoint: cannot list the directory ", path, ": ",
+                std::strerror(errno));
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void make_directories(const std::string& path) {
+  if (path.empty() || is_directory(path)) return;
+  const std::string parent = parent_directory(path);
+  if (parent != path) make_directories(parent);
+  DTENSOR_CHECK(::mkdir(path.c_str(), 0755) == 0 || (errno == EEXIST && is_directory(path)),
+                "checkpoint: cannot create the directory ", path, ": ", std::strerror(errno));
+}
+
+void remove_tree(const std::string& path) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) != 0 && errno == ENOENT) return;
+  // Children first (FTW_DEPTH), links not followed (FTW_PHYS).
+  const auto remove_one = [](const char* name, const struct stat*, int, struct FTW*) {
+    return ::remove(name);
+  };
+  DTENSOR_CHECK(::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0,
+                "checkpoint: cannot remove ", path, ": ", std::strerror(errno));
+}
+
+void rename_path(const std::string& from, const std::string& to) {
+  DTENSOR_CHECK(::rename(from.c_str(), to.c_str()) == 0, "checkpoint: cannot rename ", from,
+                " to ", to, ": ", std::strerror(errno));
 }
 
 }  // namespace dtensor::checkpoint

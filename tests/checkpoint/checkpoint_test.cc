@@ -7,6 +7,7 @@
 // was; a resharding load reads no byte it does not need; optimizer state
 // saved on one layout resumes training on another exactly.
 #include <dtensor/checkpoint/checkpoint.h>
+#include <dtensor/checkpoint/files.h>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -21,7 +22,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -43,7 +43,6 @@
 namespace dtensor::checkpoint {
 namespace {
 
-namespace fs = std::filesystem;
 using State = std::map<std::string, at::Tensor>;
 
 // A fresh directory under /tmp, removed with everything in it at the end.
@@ -52,17 +51,17 @@ class TempDir {
   TempDir() {
     static std::atomic<int> count{0};
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path("/tmp") / ("dtensor-checkpoint-" + std::to_string(::getpid()) + "-" +
-                                test->name() + "-" + std::to_string(count++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
+    path_ = join_path("/tmp", "dtensor-checkpoint-" + std::to_string(::getpid()) + "-" +
+                                  test->name() + "-" + std::to_string(count++));
+    remove_tree(path_);
+    make_directories(path_);
   }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
+  ~TempDir() { remove_tree(path_); }
+  std::string operator/(const std::string& name) const { return join_path(path_, name); }
+  const std::string& path() const { return path_; }
 
  private:
-  fs::path path_;
+  std::string path_;
 };
 
 using testing::lay_out;
@@ -266,7 +265,7 @@ TEST(CheckpointTest, FilesAreSafetensorsAndIndexRebuildsTensors) {
                    {"u", lay_out(v, init_device_mesh("local", {4}), "S(0)")}};
     save(state, path);
   });
-  std::ifstream in(fs::path(path) / "index.json");
+  std::ifstream in(join_path(path, "index.json"));
   const nlohmann::json index = nlohmann::json::parse(in);
   std::map<std::string, std::map<std::string, at::Tensor>> files;
   int64_t entries = 0;
@@ -278,7 +277,7 @@ TEST(CheckpointTest, FilesAreSafetensorsAndIndexRebuildsTensors) {
     int64_t covered = 0;
     for (const nlohmann::json& box : record["boxes"]) {
       const std::string file = box["file"];
-      if (!files.count(file)) files[file] = read_all((fs::path(path) / file).string());
+      if (!files.count(file)) files[file] = read_all(join_path(path, file));
       const at::Tensor part = files[file].at(box["entry"].get<std::string>());
       at::Tensor destination = rebuilt;
       const auto offsets = box["offsets"].get<std::vector<int64_t>>();
@@ -337,7 +336,7 @@ TEST(CheckpointTest, SaveReplacesAnOlderCheckpoint) {
   State state = {{"w", at::zeros({5, 3})}};
   load(state, path);
   EXPECT_TRUE(at::equal(state["w"], at::full({5, 3}, 2.0)));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+  EXPECT_EQ(directory_entries(dir.path()).size(), 1u);
 }
 
 // A save that fails on some rank throws on every rank (an async one from
@@ -360,7 +359,7 @@ TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
   State state = {{"w", at::zeros({5, 3})}};
   load(state, path);
   EXPECT_TRUE(at::equal(state["w"], at::full({5, 3}, 1.0)));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+  EXPECT_EQ(directory_entries(dir.path()).size(), 1u);
 }
 
 // A Hugging Face sharded model directory (an index naming each tensor's
@@ -379,7 +378,7 @@ TEST(CheckpointTest, HuggingFaceShardedDirectoryLoads) {
     const DeviceMesh mesh = init_device_mesh("local", {2, 2});
     State state = {{"a", lay_out(at::zeros({6, 4}, at::kBFloat16), mesh, "S(1),S(0)")},
                    {"b", lay_out(at::zeros({5}), mesh, "R,S(0)")}};
-    load(state, dir.path().string());
+    load(state, dir.path());
     EXPECT_TRUE(at::equal(local_of(state["a"]), local_of(lay_out(a, mesh, "S(1),S(0)"))));
     EXPECT_TRUE(at::equal(local_of(state["b"]), local_of(lay_out(b, mesh, "R,S(0)"))));
   });
@@ -395,7 +394,7 @@ TEST(CheckpointTest, ErrorOnSomeRanksLeavesEveryRankUntouched) {
     const DeviceMesh mesh = init_device_mesh("local", {2});
     save({{"w", lay_out(w, mesh, "S(0)")}}, path);
   });
-  fs::remove(fs::path(path) / "rank-00001.safetensors");
+  remove_tree(join_path(path, "rank-00001.safetensors"));
   run_ranks(4, [&](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
     State state = {{"w", lay_out(at::zeros({8, 3}), mesh, "S(0)")}};
@@ -423,9 +422,9 @@ TEST(CheckpointTest, AsyncSaveSnapshotsTheTensors) {
     };
     SaveHandle pending = save(state, dir / "ckpt", {.async = true});
     mutate();
-    EXPECT_FALSE(fs::exists(dir / "ckpt"));
+    EXPECT_FALSE(path_exists(dir / "ckpt"));
     pending.wait();
-    EXPECT_TRUE(fs::exists(dir / "ckpt"));
+    EXPECT_TRUE(path_exists(dir / "ckpt"));
     pending.wait();  // nothing left
     {
       const SaveHandle dropped = save(state, dir / "dropped", {.async = true});
@@ -509,10 +508,10 @@ TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
     save({{"a", lay_out(at::ones({4, 2}), mesh, "S(0)")}}, uncovered);
   });
   {
-    std::ifstream in(fs::path(uncovered) / "index.json");
+    std::ifstream in(join_path(uncovered, "index.json"));
     nlohmann::json index = nlohmann::json::parse(in);
     index["tensors"]["a"]["boxes"].erase(1);
-    std::ofstream(fs::path(uncovered) / "index.json") << index.dump();
+    std::ofstream(join_path(uncovered, "index.json")) << index.dump();
   }
   run_ranks(4, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
@@ -537,7 +536,7 @@ TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
     State partial = {{"a", lay_out(before, mesh, "P(sum)")}};
     DTENSOR_EXPECT_ERROR(load(partial, uncovered), "expected no Partial placement");
     EXPECT_TRUE(at::equal(local_of(partial["a"]), local_of(lay_out(before, mesh, "P(sum)"))));
-    DTENSOR_EXPECT_ERROR(load(state, dir.path().string()), "without any");
+    DTENSOR_EXPECT_ERROR(load(state, dir.path()), "without any");
     expect_untouched();
   });
 }

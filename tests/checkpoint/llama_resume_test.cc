@@ -14,13 +14,13 @@
 
 #include <unistd.h>
 
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <dtensor/checkpoint/checkpoint.h>
+#include <dtensor/checkpoint/files.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/nn/reduce_gradients.h>
@@ -30,7 +30,6 @@
 namespace dtensor::examples {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr int kSteps = 4;
 constexpr int kSavedAfter = 2;
@@ -111,8 +110,8 @@ TEST(LlamaResumeTest, ResumesOnAnotherMeshAsIfNeverStopped) {
   ASSERT_LT(losses.back(), losses.front());  // it trains
   const std::map<std::string, at::Tensor> expected = uninterrupted.parameters();
 
-  const fs::path dir = fs::path("/tmp") / ("dtensor-llama-resume-" + std::to_string(::getpid()));
-  const std::string path = (dir / "step-2").string();
+  const std::string dir = "/tmp/dtensor-llama-resume-" + std::to_string(::getpid());
+  const std::string path = checkpoint::join_path(dir, "step-2");
   run_ranks(4, [&](int) {
     Trainer trainer(kSeed, init_device_mesh("local", {4}, {"tp"}));
     for (int step = 0; step < kSavedAfter; ++step)
@@ -139,7 +138,7 @@ TEST(LlamaResumeTest, ResumesOnAnotherMeshAsIfNeverStopped) {
   for (int step = kSavedAfter; step < kSteps; ++step)
     EXPECT_NEAR(one_device.step(data), losses[step], 1e-9) << "step " << step;
   expect_parameters_near(one_device.parameters(), expected);
-  fs::remove_all(dir);
+  checkpoint::remove_tree(dir);
 }
 
 }  // namespace

@@ -9,13 +9,13 @@
 
 #include <unistd.h>
 
-#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <dtensor/checkpoint/checkpoint.h>
+#include <dtensor/checkpoint/files.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/communicator.h>
 #include <dtensor/placements/placements.h>
@@ -42,7 +42,7 @@ class SharedTempDir {
   ~SharedTempDir() {
     // Every rank is done with the files before rank 0 removes them.
     from_local(at::zeros({1}), mesh_, parse_placements("P(sum)")).full_tensor();
-    if (rank0_) std::filesystem::remove_all(path_);
+    if (rank0_) checkpoint::remove_tree(path_);
   }
   std::string operator/(const std::string& name) const { return path_ + "/" + name; }
 

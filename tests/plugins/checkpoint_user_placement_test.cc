@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include <dtensor/checkpoint/checkpoint.h>
+#include <dtensor/checkpoint/files.h>
 #include <dtensor/checkpoint/safetensors.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
@@ -33,13 +33,13 @@ struct Layout {
 };
 
 TEST(CheckpointUserPlacementTest, InterleavedShardRoundTrips) {
-  const std::filesystem::path dir = "/tmp/dtensor-checkpoint-plugin-" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = "/tmp/dtensor-checkpoint-plugin-" + std::to_string(::getpid());
+  checkpoint::remove_tree(dir);
   const std::vector<Layout> layouts = {
       {{4}, "IS(0,3)"}, {{4}, "S(0)"}, {{4}, "S(1)"}, {{4}, "R"}, {{2, 2}, "IS(1,5),S(0)"}};
   const at::Tensor global = checkpoint_reference({12, 10}, at::kFloat);
   for (const Layout& source : layouts) {
-    const std::string path = (dir / source.placements).string();
+    const std::string path = checkpoint::join_path(dir, source.placements);
     run_ranks(4, [&](int) {
       const DeviceMesh mesh = init_device_mesh("local", source.mesh);
       checkpoint::save({{"w", lay_out(global, mesh, source.placements)}}, path);
@@ -58,7 +58,7 @@ TEST(CheckpointUserPlacementTest, InterleavedShardRoundTrips) {
       });
     }
   }
-  std::filesystem::remove_all(dir);
+  checkpoint::remove_tree(dir);
 }
 
 }  // namespace
