@@ -29,7 +29,8 @@
 // (plans, transitions) live as long as a long-running program's would. Memory
 // is sampled at 10%, 50% and 100% of the run: resident set size
 // (/proc/self/statm), heap bytes in use (mallinfo2) and the plans cached over
-// all ranks (plan_redistribute's cache).
+// all ranks (plan_redistribute's cache, bounded per rank by
+// plan_cache_capacity(): DTENSOR_PLAN_CACHE_CAPACITY sets it).
 //
 // Run (from the build directory):
 //   nice -n 10 benchmarks/redistribute_soak --iterations=100000 --seed=1
@@ -405,7 +406,8 @@ class Report {
       const MemorySample& s = samples_[i];
       std::cout << "  " << std::setw(3) << kPercents[i] << "%: " << s.done << " cases, rss "
                 << s.rss_mib << " MiB, heap in use " << s.heap_mib
-                << " MiB, plans cached (all ranks) " << s.plans.load() << "\n";
+                << " MiB, plans cached (all ranks) " << s.plans.load() << " (at most "
+                << plan_cache_capacity() << " per rank)\n";
     }
     std::cout << "memory 10% -> 100%: rss " << std::showpos
               << samples_[2].rss_mib - samples_[0].rss_mib << " MiB, heap "

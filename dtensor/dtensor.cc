@@ -72,10 +72,10 @@ DTensor redistribute_with_gradient_layout(const DTensor& tensor,
   DTENSOR_CHECK(grad_placements.size() == placements.size(),
                 "redistribute: grad_placements: expected one per mesh dim (", placements.size(),
                 "), found ", grad_placements.size());
-  const RedistributePlan& plan = plan_redistribute(tensor.spec(), placements);
+  const RedistributePlanPtr plan = plan_redistribute(tensor.spec(), placements);
   auto grad_spec =
       std::make_shared<const DTensorSpec>(tensor.spec().with_placements(grad_placements));
-  return DTensor(redistribute_with_grad(tensor.tensor(), plan.target, grad_spec));
+  return DTensor(redistribute_with_grad(tensor.tensor(), plan->target, grad_spec));
 }
 
 }  // namespace
@@ -132,9 +132,9 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
 }
 
 DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
-  const RedistributePlan& plan = plan_redistribute(tensor.spec(), placements);
-  if (plan.steps.empty()) return tensor;
-  return DTensor(redistribute_with_grad(tensor.tensor(), plan.target));
+  const RedistributePlanPtr plan = plan_redistribute(tensor.spec(), placements);
+  if (plan->steps.empty()) return tensor;
+  return DTensor(redistribute_with_grad(tensor.tensor(), plan->target));
 }
 
 namespace {
