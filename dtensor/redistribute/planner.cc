@@ -15,7 +15,6 @@
 #include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/redistribute/cross_step.h>
 #include <dtensor/rules/cost.h>
-#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
 
