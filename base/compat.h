@@ -29,15 +29,6 @@
 #include <ATen/ops/_scaled_dot_product_attention.h>
 #endif
 
-// Marks a function returning a reference that does not point into its
-// arguments (a cache's entry): g++ 14's -Wdangling-reference otherwise warns
-// when a caller passes a temporary. Earlier compilers lack the attribute.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 14
-#define DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE [[gnu::no_dangling]]
-#else
-#define DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE
-#endif
-
 namespace dtensor {
 
 // Autograd nodes are owned as libtorch owns them: by std::shared_ptr with

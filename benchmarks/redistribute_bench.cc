@@ -243,7 +243,7 @@ class CaseRun {
       source_.emplace(distribute_tensor(global, mesh, parse_placements(c.source)));
     }
     target_ = parse_placements(c.target);
-    plan_ = plan_text(plan_redistribute(source_->spec(), target_));
+    plan_ = plan_text(*plan_redistribute(source_->spec(), target_));
 
     for (const RawStep& step : c.raw) {
       Raw raw;
@@ -421,12 +421,12 @@ class RedistributeBenchRank final : public BenchRank {
     const int64_t rows = (int64_t{1} << 20) / kRowBytes;  // 1 MiB
     const DTensorSpec spec(mesh, parse_placements(c.source), {rows, kColumns}, at::kFloat);
     const std::vector<PlacementPtr> target = parse_placements(c.target);
-    const RedistributePlan* first = &plan_redistribute(spec, target);  // the miss: untimed
+    const RedistributePlanPtr first = plan_redistribute(spec, target);  // the miss: untimed
     for (auto _ : state) {
-      const RedistributePlan& plan = plan_redistribute(spec, target);
+      const RedistributePlanPtr plan = plan_redistribute(spec, target);
       benchmark::DoNotOptimize(&plan);
     }
-    DTENSOR_CHECK(&plan_redistribute(spec, target) == first,
+    DTENSOR_CHECK(plan_redistribute(spec, target) == first,
                   "redistribute_bench: plan_cache_hit: the plan was not cached");
     state.SetLabel(c.source + " -> " + c.target + " [" + plan_text(*first) + "]");
   }

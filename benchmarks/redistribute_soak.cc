@@ -29,7 +29,8 @@
 // (plans, transitions) live as long as a long-running program's would. Memory
 // is sampled at 10%, 50% and 100% of the run: resident set size
 // (/proc/self/statm), heap bytes in use (mallinfo2) and the plans cached over
-// all ranks (plan_redistribute's cache).
+// all ranks (plan_redistribute's cache, bounded per rank by
+// plan_cache_capacity(): DTENSOR_PLAN_CACHE_CAPACITY sets it).
 //
 // Run (from the build directory):
 //   nice -n 10 benchmarks/redistribute_soak --iterations=100000 --seed=1
@@ -295,24 +296,8 @@ bool public_redistribute_accepts(const Case& c) {
   return true;
 }
 
-// Whether from_local would misread `c`'s source: it replaces Ragged units by
-// the row counts of the ranks at coordinate 0 of the other mesh dims, which
-// are not the units when another mesh dim splits the rows too (from_local
-// then refuses shards laid out exactly as the given placements say).
-bool from_local_misreads(const Case& c) {
-  int64_t row_splits = 0;
-  for (const PlacementPtr& p : c.source) row_splits += splits_tensor_dim(*p, 0) ? 1 : 0;
-  return row_splits >= 2 && std::any_of(c.source.begin(), c.source.end(), [](const auto& p) {
-           return dynamic_cast<const Ragged*>(p.get()) != nullptr;
-         });
-}
-
-// The source DTensor of `c` from the calling rank's `local` term: from_local,
-// or the DTensor constructor where from_local misreads the placements.
+// The source DTensor of `c` from the calling rank's `local` term.
 DTensor make_source(const Case& c, const DeviceMesh& mesh, const at::Tensor& local) {
-  if (from_local_misreads(c)) {
-    return DTensor(local, std::make_shared<const DTensorSpec>(mesh, c.source, c.shape, c.dtype));
-  }
   FromLocalOptions options;
   options.shape = c.shape;
   return from_local(local, mesh, c.source, options);
@@ -413,10 +398,7 @@ class Report {
     samples_[i].heap_mib = heap_in_use_mib();
   }
 
-  void note_case(const Case& c) {
-    public_cases_ += public_redistribute_accepts(c) ? 1 : 0;
-    constructed_sources_ += from_local_misreads(c) ? 1 : 0;
-  }
+  void note_case(const Case& c) { public_cases_ += public_redistribute_accepts(c) ? 1 : 0; }
 
   int print(double seconds) const {
     std::cout << std::fixed << std::setprecision(1) << "ran for " << seconds << " s\n";
@@ -424,7 +406,8 @@ class Report {
       const MemorySample& s = samples_[i];
       std::cout << "  " << std::setw(3) << kPercents[i] << "%: " << s.done << " cases, rss "
                 << s.rss_mib << " MiB, heap in use " << s.heap_mib
-                << " MiB, plans cached (all ranks) " << s.plans.load() << "\n";
+                << " MiB, plans cached (all ranks) " << s.plans.load() << " (at most "
+                << plan_cache_capacity() << " per rank)\n";
     }
     std::cout << "memory 10% -> 100%: rss " << std::showpos
               << samples_[2].rss_mib - samples_[0].rss_mib << " MiB, heap "
@@ -432,10 +415,8 @@ class Report {
     const int64_t failed = failed_cases();
     std::cout << "checked " << flags_.iterations << " redistributes (" << public_cases_.load()
               << " through DTensor::redistribute, the rest to a new Partial through "
-              << "redistribute_any): " << failed << " mismatched or threw\n"
-              << "  sources from from_local, except " << constructed_sources_.load()
-              << " from the DTensor constructor (Ragged with another split of the rows, which "
-              << "from_local misreads)\n";
+              << "redistribute_any), every source from from_local: " << failed
+              << " mismatched or threw\n";
     int64_t shown = 0;
     for (const auto& [index, text] : failures_) {
       if (shown++ == flags_.show) break;
@@ -449,7 +430,6 @@ class Report {
   std::vector<int64_t> checkpoints_;
   std::array<MemorySample, 3> samples_;
   std::atomic<int64_t> public_cases_{0};
-  std::atomic<int64_t> constructed_sources_{0};
   mutable std::mutex mutex_;
   std::map<int64_t, std::string> failures_;
 };

@@ -1,6 +1,10 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/dtensor.h>
 
+#include <numeric>
+#include <optional>
+#include <string>
+
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -68,10 +72,10 @@ DTensor redistribute_with_gradient_layout(const DTensor& tensor,
   DTENSOR_CHECK(grad_placements.size() == placements.size(),
                 "redistribute: grad_placements: expected one per mesh dim (", placements.size(),
                 "), found ", grad_placements.size());
-  const RedistributePlan& plan = plan_redistribute(tensor.spec(), placements);
+  const RedistributePlanPtr plan = plan_redistribute(tensor.spec(), placements);
   auto grad_spec =
       std::make_shared<const DTensorSpec>(tensor.spec().with_placements(grad_placements));
-  return DTensor(redistribute_with_grad(tensor.tensor(), plan.target, grad_spec));
+  return DTensor(redistribute_with_grad(tensor.tensor(), plan->target, grad_spec));
 }
 
 }  // namespace
@@ -128,9 +132,9 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
 }
 
 DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
-  const RedistributePlan& plan = plan_redistribute(tensor.spec(), placements);
-  if (plan.steps.empty()) return tensor;
-  return DTensor(redistribute_with_grad(tensor.tensor(), plan.target));
+  const RedistributePlanPtr plan = plan_redistribute(tensor.spec(), placements);
+  if (plan->steps.empty()) return tensor;
+  return DTensor(redistribute_with_grad(tensor.tensor(), plan->target));
 }
 
 namespace {
@@ -276,29 +280,53 @@ GatheredLocals gather_locals(const LocalArguments& arguments, const DeviceMesh& 
   return out;
 }
 
-// Ragged placements take their units from the members' local row counts.
-std::vector<PlacementPtr> learn_ragged_units(const std::vector<PlacementPtr>& placements,
-                                             const GatheredLocals& locals, const DeviceMesh& mesh) {
-  std::vector<PlacementPtr> out = placements;
-  for (size_t i = 0; i < out.size(); ++i) {
+// The rows a local tensor of `shape` holds (a Ragged shard's first dim).
+int64_t rows_of(const std::vector<int64_t>& shape) { return shape.empty() ? 0 : shape[0]; }
+
+// `spec`'s placements with every Ragged's units learned from the members'
+// local row counts: member j of Ragged mesh dim i holds the rows of every
+// rank at coordinate j there, at coordinate 0 of the other mesh dims, except
+// the later ones that split the rows further (their pieces add up to member
+// j's). The same on every rank: from_local's layout check then passes or
+// fails on every rank alike.
+std::vector<PlacementPtr> learn_ragged_units(const DTensorSpec& spec,
+                                             const GatheredLocals& locals) {
+  const DeviceMesh& mesh = spec.mesh();
+  std::vector<PlacementPtr> out = spec.placements();
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
     const auto* ragged = dynamic_cast<const Ragged*>(out[i].get());
     if (ragged == nullptr) continue;
-    // From the line through coordinate 0 of the other mesh dims, the same
-    // on every rank: the layout check in from_local then passes or fails on
-    // every rank alike.
-    std::vector<int64_t> coordinate(mesh.ndim(), 0);
-    std::vector<int64_t> units;
-    for (int64_t member = 0; member < mesh.size(i); ++member) {
-      coordinate[i] = member;
-      const std::vector<int64_t>& shape = locals.shapes[grid_position(coordinate, mesh.shape())];
-      units.push_back(shape.empty() ? 1 : shape[0]);
+    std::vector<int64_t> units(mesh.size(i), 0);
+    for (int64_t flat = 0; flat < mesh.size(); ++flat) {
+      const std::vector<int64_t> coordinate = grid_coordinate(flat, mesh.shape());
+      bool counted = true;
+      for (int64_t k = 0; k < mesh.ndim(); ++k) {
+        const bool splits_rows_further = k > i && splits_tensor_dim(*out[k], 0);
+        counted = counted && (k == i || coordinate[k] == 0 || splits_rows_further);
+      }
+      if (counted) units[coordinate[i]] += rows_of(locals.shapes[flat]);
     }
     // All-empty pieces keep the given units: any split of nothing is the same.
-    int64_t total = 0;
-    for (int64_t u : units) total += u;
-    if (total > 0) out[i] = Ragged::make(ragged->dims(), units);
+    if (std::accumulate(units.begin(), units.end(), int64_t{0}) > 0) {
+      out[i] = Ragged::make(ragged->dims(), units);
+    }
   }
   return out;
+}
+
+// The first mesh rank whose local shape is not the one `spec` lays out
+// there, described, or nullopt when every rank's fits.
+std::optional<std::string> misfit(const DTensorSpec& spec, const GatheredLocals& locals) {
+  const DeviceMesh& mesh = spec.mesh();
+  for (int64_t flat = 0; flat < mesh.size(); ++flat) {
+    const LocalLayout layout = spec.layout_at(grid_coordinate(flat, mesh.shape()));
+    if (locals.shapes[flat] != layout.local_shape) {
+      return absl::StrCat("mesh rank ", flat, " holds a local tensor of shape [",
+                          absl::StrJoin(locals.shapes[flat], ", "), "]; expected [",
+                          absl::StrJoin(layout.local_shape, ", "), "] for ", spec.to_string());
+    }
+  }
+  return std::nullopt;
 }
 
 // Global size of each local dim (no placement merges several dims): the sum
@@ -327,7 +355,6 @@ std::vector<int64_t> infer_global_shape(const std::vector<PlacementPtr>& placeme
 
 DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
                    const std::vector<PlacementPtr>& placements, FromLocalOptions options) {
-  std::vector<PlacementPtr> resolved = placements;
   bool has_ragged = false;
   for (const PlacementPtr& p : placements) {
     DTENSOR_CHECK(p != nullptr, "from_local: expected placements, found null");
@@ -348,26 +375,26 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
                     "from_local: expected every rank's local tensor to have ", local.dim(),
                     " dims, found ", locals->shapes[r].size(), " on mesh rank ", r);
     }
-    resolved = learn_ragged_units(placements, *locals, mesh);
   }
   if (options.shape) {
     shape = *options.shape;
   } else {
-    DTENSOR_CHECK(
-        merged_leading_dims(normalize_placements(resolved, local.dim(), mesh.shape())) <= 1,
-        "from_local: a Ragged placement merging several dims needs options.shape");
-    shape = infer_global_shape(normalize_placements(resolved, local.dim(), mesh.shape()), *locals,
-                               mesh);
+    const std::vector<PlacementPtr> normalized =
+        normalize_placements(placements, local.dim(), mesh.shape());
+    DTENSOR_CHECK(merged_leading_dims(normalized) <= 1,
+                  "from_local: a Ragged placement merging several dims needs options.shape");
+    shape = infer_global_shape(normalized, *locals, mesh);
   }
-  auto spec = std::make_shared<const DTensorSpec>(mesh, resolved, shape, local.scalar_type());
+  auto spec = std::make_shared<const DTensorSpec>(mesh, placements, shape, local.scalar_type());
   if (locals) {
-    for (int64_t flat = 0; flat < mesh.size(); ++flat) {
-      const LocalLayout layout = spec->layout_at(grid_coordinate(flat, mesh.shape()));
-      DTENSOR_CHECK(locals->shapes[flat] == layout.local_shape, "from_local: mesh rank ", flat,
-                    " holds a local tensor of shape [", absl::StrJoin(locals->shapes[flat], ", "),
-                    "]; expected [", absl::StrJoin(layout.local_shape, ", "), "] for ",
-                    spec->to_string());
+    // Ragged units that the local row counts do not fit are learned from them.
+    std::optional<std::string> problem = misfit(*spec, *locals);
+    if (problem && has_ragged) {
+      spec = std::make_shared<const DTensorSpec>(
+          spec->with_placements(learn_ragged_units(*spec, *locals)));
+      problem = misfit(*spec, *locals);
     }
+    DTENSOR_CHECK(!problem, "from_local: ", *problem);
   }
   // The given tensor itself, strides and memory, as PyTorch keeps it: no copy.
   DTensor out(local, spec);

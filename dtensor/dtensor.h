@@ -128,8 +128,10 @@ struct FromLocalOptions {
 
 // Builds a DTensor from each rank's shard. The shard is `local` itself, with
 // its strides and memory, as PyTorch's from_local keeps it (no copy): writes
-// through either are seen by both. Ragged placements learn their units from
-// the local row counts (one small all-gather).
+// through either are seen by both. Ragged placements keep their units when
+// every rank's local rows fit them, whatever other mesh dims split the rows
+// too; otherwise they learn their units from the local row counts (one small
+// all-gather; the same units on every rank), and the layout must fit those.
 DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
                    const std::vector<PlacementPtr>& placements, FromLocalOptions options = {});
 

@@ -38,7 +38,7 @@ int main() {
         std::ostringstream out;
         out << from << "  ->  " << to << (equal ? "  (matches single-device)" : "  MISMATCH")
             << "\n"
-            << dtensor::plan_redistribute(source.spec(), target.placements()).to_string();
+            << dtensor::plan_redistribute(source.spec(), target.placements())->to_string();
         report[i] = out.str();
       }
     }

@@ -112,30 +112,38 @@ bool operator==(const PropagationKey& a, const PropagationKey& b) {
   return true;
 }
 
+namespace {
+
+CacheLimits& propagation_cache_limits() {
+  static CacheLimits limits("DTENSOR_PROPAGATION_CACHE_CAPACITY", kDefaultPropagationCacheCapacity);
+  return limits;
+}
+
+}  // namespace
+
 PropagationCache& PropagationCache::for_this_thread() {
-  thread_local PropagationCache cache;
+  thread_local PropagationCache cache(propagation_cache_limits().capacity());
+  cache.entries_.sync(propagation_cache_limits(), registries_generation());
   return cache;
 }
 
-void PropagationCache::drop_if_stale() {
-  const uint64_t now = registries_generation();
-  if (now != generation_) {
-    entries_.clear();
-    generation_ = now;
-  }
+PropagationPtr PropagationCache::find(const PropagationKey& key) {
+  const PropagationPtr* found = entries_.find(key);
+  return found == nullptr ? nullptr : *found;
 }
 
-const Propagation* PropagationCache::find(const PropagationKey& key) {
-  drop_if_stale();
-  auto it = entries_.find(key);
-  return it == entries_.end() ? nullptr : it->second.get();
+PropagationPtr PropagationCache::insert(PropagationKey key, PropagationPtr result) {
+  return entries_.insert(std::move(key), std::move(result));
 }
 
-const Propagation* PropagationCache::insert(PropagationKey key,
-                                            std::unique_ptr<Propagation> result) {
-  drop_if_stale();
-  auto [it, inserted] = entries_.emplace(std::move(key), std::move(result));
-  return it->second.get();
+int64_t propagation_cache_size() { return PropagationCache::for_this_thread().size(); }
+
+int64_t propagation_cache_capacity() { return propagation_cache_limits().capacity(); }
+
+void set_propagation_cache_capacity(int64_t capacity) {
+  propagation_cache_limits().set_capacity(capacity);
 }
+
+void clear_propagation_cache() { propagation_cache_limits().clear_all(); }
 
 }  // namespace dtensor

@@ -11,8 +11,12 @@
 // that cannot be encoded exactly make the call uncacheable (it propagates
 // every time) rather than risk a wrong hit.
 //
-// One cache per thread (the local backend runs ranks as threads); it empties
-// itself when any registry changes (base/registry.h).
+// One cache per thread (the local backend runs ranks as threads), bounded: it
+// keeps the propagation_cache_capacity() most recently used results (4096
+// unless DTENSOR_PROPAGATION_CACHE_CAPACITY, read at first use, says
+// otherwise) and empties itself when any registry changes (base/registry.h)
+// or clear_propagation_cache() is called. Results are shared: one evicted
+// while an op still runs with it stays valid.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +25,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <dtensor/base/lru_cache.h>
 #include <dtensor/rules/propagation.h>
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 
 namespace dtensor {
@@ -57,21 +61,38 @@ class PropagationKey {
   size_t hash_ = 0;
 };
 
+using PropagationPtr = std::shared_ptr<const Propagation>;
+
 class PropagationCache {
  public:
-  // The calling thread's cache.
+  // The calling thread's cache, brought up to date with the registries and
+  // the limits below.
   static PropagationCache& for_this_thread();
 
-  const Propagation* find(const PropagationKey& key);
-  const Propagation* insert(PropagationKey key, std::unique_ptr<Propagation> result);
-  size_t size() const { return entries_.size(); }
-  void clear() { entries_.clear(); }
+  // The result cached under `key`, now the most recently used; null when
+  // absent.
+  PropagationPtr find(const PropagationKey& key);
+  // Caches `result` under `key` (evicting the least recently used result
+  // when full) and returns it, or the result cached there already.
+  PropagationPtr insert(PropagationKey key, PropagationPtr result);
+  int64_t size() const { return entries_.size(); }
 
  private:
-  void drop_if_stale();
+  explicit PropagationCache(int64_t capacity) : entries_(capacity) {}
 
-  uint64_t generation_ = 0;
-  absl::flat_hash_map<PropagationKey, std::unique_ptr<Propagation>> entries_;
+  LruCache<PropagationKey, PropagationPtr> entries_;
 };
+
+inline constexpr int64_t kDefaultPropagationCacheCapacity = 4096;
+
+// The number of results cached on the calling thread.
+int64_t propagation_cache_size();
+// How many results each thread's cache holds at most.
+int64_t propagation_cache_capacity();
+// Every thread's cache holds at most `capacity` results (at least 1;
+// dtensor::Error otherwise) from its next use.
+void set_propagation_cache_capacity(int64_t capacity);
+// Empties every thread's cache at its next use.
+void clear_propagation_cache();
 
 }  // namespace dtensor

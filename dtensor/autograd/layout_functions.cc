@@ -26,8 +26,8 @@ at::Tensor shard_after(const DTensorImpl& impl, const RedistributePlan& plan) {
 at::Tensor redistribute_local(const at::Tensor& tensor, const DTensorSpecPtr& target) {
   const DTensorImpl* impl = dtensor_impl(tensor);
   if (impl->spec() == target || *impl->spec() == *target) return tensor;
-  const RedistributePlan& plan = plan_redistribute(*impl->spec(), *target);
-  return make_dtensor_tensor(shard_after(*impl, plan), plan.target);
+  const RedistributePlanPtr plan = plan_redistribute(*impl->spec(), *target);
+  return make_dtensor_tensor(shard_after(*impl, *plan), plan->target);
 }
 
 DTensorSpecPtr gradient_spec(const DTensorSpec& spec) {
@@ -85,7 +85,7 @@ void record(const at::Tensor& input, at::Tensor& output, const char* name,
 at::Tensor local_laid_out_as(const at::Tensor& tensor,
                              const std::vector<PlacementPtr>& placements) {
   const DTensorImpl* impl = dtensor_impl(tensor);
-  return shard_after(*impl, plan_redistribute(*impl->spec(), placements));
+  return shard_after(*impl, *plan_redistribute(*impl->spec(), placements));
 }
 
 std::vector<PlacementPtr> gradient_placements(const std::vector<PlacementPtr>& placements) {

@@ -69,9 +69,9 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
             : dtensor_impl(t)->spec();
   const at::Tensor& local = plain ? t : dtensor_impl(t)->local();
   if (source == target) return local;
-  const RedistributePlan& plan = plan_redistribute(*source, target->placements());
-  if (plan.steps.empty()) return local;
-  return execute_plan(plan, local);
+  const RedistributePlanPtr plan = plan_redistribute(*source, target->placements());
+  if (plan->steps.empty()) return local;
+  return execute_plan(*plan, local);
 }
 
 // The call's arguments with every tensor replaced by its local shard at the
@@ -173,22 +173,19 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   std::optional<PropagationKey> key =
       PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);
   PropagationCache& cache = PropagationCache::for_this_thread();
-  const Propagation* propagation = key ? cache.find(*key) : nullptr;
-  std::unique_ptr<Propagation> uncached;
+  // Held, not borrowed: the ops a decomposition or a local kernel runs may
+  // evict it from this thread's cache, or clear the cache.
+  PropagationPtr propagation = key ? cache.find(*key) : nullptr;
   // A hit skips building the call: the key pins everything make_call checks.
   std::optional<OpCall> call;
   if (propagation == nullptr) {
     call.emplace(make_call(op, arguments, modes));
-    auto result = propagate(*call, modes.propagation);
-    propagation = key ? cache.insert(std::move(*key), std::move(result))
-                      : (uncached = std::move(result)).get();
+    PropagationPtr result = propagate(*call, modes.propagation);
+    propagation = key ? cache.insert(std::move(*key), std::move(result)) : std::move(result);
   }
   if (propagation->replicate_fallback) FallbackRecorder::record(op_name_of(op));
   if (propagation->decomposition) {
-    // A copy: the ops it runs may clear this thread's cache (a registry
-    // changed meanwhile), and with it the propagation holding the function.
-    const Decomposition decomposition = propagation->decomposition;
-    decomposition(op, stack);
+    propagation->decomposition(op, stack);
     return;
   }
   if (propagation->local_kernel && !call) call.emplace(make_call(op, arguments, modes));

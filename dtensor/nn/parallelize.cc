@@ -50,7 +50,7 @@ void keep_gradients_in_parameter_layout(const at::Tensor& parameter) {
     const DTensor gradient(grad);
     const DTensorSpec& from = gradient.spec();
     if (same_placements(from.placements(), placements) ||
-        plan_redistribute(from, placements).collectives() != 0) {
+        plan_redistribute(from, placements)->collectives() != 0) {
       return grad;
     }
     return gradient.redistribute(placements).tensor();

@@ -10,11 +10,11 @@
 #include <sstream>
 
 #include <dtensor/base/check.h>
+#include <dtensor/base/lru_cache.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/redistribute/cross_step.h>
 #include <dtensor/rules/cost.h>
-#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
 
@@ -380,18 +380,17 @@ struct PlanKeyEq {
 
 // Per thread: with the local backend every rank is a thread with its own
 // communicators, so plans (which name none) are still kept per rank.
-using PlanCache =
-    absl::flat_hash_map<PlanKey, std::unique_ptr<RedistributePlan>, PlanKeyHash, PlanKeyEq>;
+using PlanCache = LruCache<PlanKey, RedistributePlanPtr, PlanKeyHash, PlanKeyEq>;
+
+CacheLimits& plan_cache_limits() {
+  static CacheLimits limits("DTENSOR_PLAN_CACHE_CAPACITY", kDefaultPlanCacheCapacity);
+  return limits;
+}
 
 // The calling thread's plans, emptied when the transitions change.
 PlanCache& plan_cache() {
-  thread_local PlanCache cache;
-  thread_local uint64_t generation = 0;
-  const uint64_t now = transitions().generation();
-  if (now != generation) {
-    cache.clear();
-    generation = now;
-  }
+  thread_local PlanCache cache(plan_cache_limits().capacity());
+  cache.sync(plan_cache_limits(), transitions().generation());
   return cache;
 }
 
@@ -420,7 +419,7 @@ std::string RedistributePlan::to_string() const {
   return out.str();
 }
 
-const RedistributePlan& plan_redistribute(const DTensorSpec& source, const DTensorSpec& target) {
+RedistributePlanPtr plan_redistribute(const DTensorSpec& source, const DTensorSpec& target) {
   DTENSOR_CHECK(source.mesh() == target.mesh() && source.shape() == target.shape() &&
                     source.dtype() == target.dtype(),
                 "redistribute: expected the same mesh, shape and dtype, found ", source.to_string(),
@@ -428,35 +427,37 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& source, const DTens
   return plan_redistribute(source, target.placements());
 }
 
-const RedistributePlan& plan_redistribute(const DTensorSpec& source,
-                                          const std::vector<PlacementPtr>& target_placements) {
+RedistributePlanPtr plan_redistribute(const DTensorSpec& source,
+                                      const std::vector<PlacementPtr>& target_placements) {
   PlanCache& plans = plan_cache();
-  auto it = plans.find(PlanKeyView{&source, &target_placements});
-  if (it != plans.end()) return *it->second;
+  if (const RedistributePlanPtr* hit = plans.find(PlanKeyView{&source, &target_placements})) {
+    return *hit;
+  }
   const DTensorSpec target = source.with_placements(target_placements);
   // Also cached under the normalized spelling (e.g. S(-1) and S(1) share a plan).
-  auto found = plans.find(PlanKeyView{&source, &target.placements()});
-  RedistributePlan* plan = nullptr;
-  if (found != plans.end()) {
-    plan = found->second.get();
+  RedistributePlanPtr plan;
+  if (const RedistributePlanPtr* found = plans.find(PlanKeyView{&source, &target.placements()})) {
+    plan = *found;
   } else {
-    auto made = std::make_unique<RedistributePlan>(Planner(source, target).plan());
+    auto made = std::make_shared<RedistributePlan>(Planner(source, target).plan());
     made->target = made->steps.empty() ? std::make_shared<const DTensorSpec>(source)
                                        : made->steps.back().after;
-    plan = made.get();
-    auto source_copy = std::make_shared<const DTensorSpec>(source);
-    plans.emplace(PlanKey{source_copy, target.placements()}, std::move(made));
+    plan = plans.insert(PlanKey{std::make_shared<const DTensorSpec>(source), target.placements()},
+                        std::move(made));
   }
   if (!same_placements(target_placements, target.placements())) {
-    auto alias = std::make_unique<RedistributePlan>(*plan);
-    plan = alias.get();
-    plans.emplace(PlanKey{std::make_shared<const DTensorSpec>(source), target_placements},
-                  std::move(alias));
+    plans.insert(PlanKey{std::make_shared<const DTensorSpec>(source), target_placements}, plan);
   }
-  return *plan;
+  return plan;
 }
 
-int64_t plan_cache_size() { return static_cast<int64_t>(plan_cache().size()); }
+int64_t plan_cache_size() { return plan_cache().size(); }
+
+int64_t plan_cache_capacity() { return plan_cache_limits().capacity(); }
+
+void set_plan_cache_capacity(int64_t capacity) { plan_cache_limits().set_capacity(capacity); }
+
+void clear_plan_cache() { plan_cache_limits().clear_all(); }
 
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
   at::Tensor current = local;

@@ -17,17 +17,18 @@
 // rank's group there holds exactly what the rank needs: [R,S(0)] -> [S(0),R]
 // is one exchange inside the mesh-dim-1 groups (half the bytes of a gather,
 // and no slice). Plans are cached per (source spec, target placements) on
-// each rank, and every plan can be printed.
+// each rank, in a bounded cache that drops the least recently used plan, and
+// every plan can be printed.
 //
-//   const dtensor::RedistributePlan& plan = dtensor::plan_redistribute(source, target);
-//   std::cout << plan.to_string();
+//   const dtensor::RedistributePlanPtr plan = dtensor::plan_redistribute(source, target);
+//   std::cout << plan->to_string();
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include <dtensor/base/compat.h>
 #include <dtensor/placements/spec.h>
 #include <dtensor/redistribute/transition.h>
 
@@ -58,21 +59,37 @@ struct RedistributePlan {
   std::string to_string() const;
 };
 
+// Plans are shared: the cache may evict a plan while a caller still holds
+// (or runs) it, which keeps it valid.
+using RedistributePlanPtr = std::shared_ptr<const RedistributePlan>;
+
 // The cached plan from `source` to `target` (same mesh, shape and dtype).
 // Partial target placements are allowed here (the internal path autograd
 // uses); the public DTensor::redistribute refuses them. Throws dtensor::Error
 // when no plan exists.
-DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
-    const DTensorSpec& source, const DTensorSpec& target);
+RedistributePlanPtr plan_redistribute(const DTensorSpec& source, const DTensorSpec& target);
 // The same, naming only the target placements: a cache hit builds no spec.
-DTENSOR_RETURNS_NO_ARGUMENT_REFERENCE const RedistributePlan& plan_redistribute(
-    const DTensorSpec& source, const std::vector<PlacementPtr>& target_placements);
+RedistributePlanPtr plan_redistribute(const DTensorSpec& source,
+                                      const std::vector<PlacementPtr>& target_placements);
 
-// The number of plans cached on the calling thread (one rank of the local
-// backend, or the process), aliases under other spellings included. The cache
-// grows with every distinct (source spec, target placements) pair planned
-// and empties only when the transitions registry changes.
+// The plan cache. Each thread (one rank of the local backend, or the
+// process) keeps its own, of at most plan_cache_capacity() entries: a plan
+// under each spelling of its target planned (S(-1) and S(1) are two entries
+// of one plan). A plan made when the cache is full evicts the least recently
+// used entry. The cache empties itself when the transitions registry changes.
+inline constexpr int64_t kDefaultPlanCacheCapacity = 4096;
+
+// The number of entries cached on the calling thread.
 int64_t plan_cache_size();
+// How many entries each thread's cache holds at most: kDefaultPlanCacheCapacity
+// unless the environment variable DTENSOR_PLAN_CACHE_CAPACITY (read at first
+// use) or set_plan_cache_capacity says otherwise.
+int64_t plan_cache_capacity();
+// Every thread's cache holds at most `capacity` entries (at least 1;
+// dtensor::Error otherwise) from its next use.
+void set_plan_cache_capacity(int64_t capacity);
+// Empties every thread's plan cache at its next use.
+void clear_plan_cache();
 
 // Runs `plan` on the calling rank's local tensor of `plan`'s source spec,
 // which may have any strides (transition.h).

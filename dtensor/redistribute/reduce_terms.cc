@@ -13,9 +13,9 @@ at::Tensor reduce_terms(const at::Tensor& term, const DeviceMesh& mesh,
   std::vector<PlacementPtr> placements(mesh.ndim(), Replicate::make());
   for (int64_t m : mesh_dims) placements[m] = Partial::make(op);
   const DTensorSpec terms(mesh, placements, term.sizes().vec(), term.scalar_type());
-  const RedistributePlan& plan =
+  const RedistributePlanPtr plan =
       plan_redistribute(terms, std::vector<PlacementPtr>(mesh.ndim(), Replicate::make()));
-  return execute_plan(plan, term);
+  return execute_plan(*plan, term);
 }
 
 }  // namespace dtensor

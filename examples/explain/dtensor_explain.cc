@@ -327,7 +327,7 @@ PlanSummary plan_on_local_world(const std::vector<int64_t>& mesh_shape,
     const dtensor::DeviceMesh mesh = dtensor::init_device_mesh("local", mesh_shape);
     const dtensor::DTensorSpec source(mesh, from, shape, dtype);
     const dtensor::DTensorSpec target = source.with_placements(to);
-    per_rank[rank] = summarize(dtensor::plan_redistribute(source, target));
+    per_rank[rank] = summarize(*dtensor::plan_redistribute(source, target));
   });
   return merge_ranks(per_rank);
 }

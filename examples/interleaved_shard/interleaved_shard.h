@@ -74,7 +74,7 @@
 //      R -> IS          a local slice, no communication
 //      IS <-> S, SS, RG, another IS    one all_to_all_v of what each rank needs
 //      P -> IS          one reduce_scatter_v along the same blocked view
-//  * plans that print (plan_redistribute(...).to_string()), plan caching,
+//  * plans that print (plan_redistribute(...)->to_string()), plan caching,
 //    collective counting.
 //
 // A placement may later register faster transitions for its own moves

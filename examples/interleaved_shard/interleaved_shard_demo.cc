@@ -143,7 +143,7 @@ int main() {
         at::equal(sharded.to_local(), dtensor::distribute_tensor(weight, mesh, rows).to_local()) &&
         at::equal(qkv.full_tensor(), weight) && at::equal(sharded.full_tensor(), weight);
     if (!equal) ok = false;
-    if (rank == 0) plan_text = dtensor::plan_redistribute(qkv.spec(), rows).to_string();
+    if (rank == 0) plan_text = dtensor::plan_redistribute(qkv.spec(), rows)->to_string();
   });
 
   std::cout << "merged QKV weight [12, 4] (Q rows 0-3, K rows 4-7, V rows 8-11) as "

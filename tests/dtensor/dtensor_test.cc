@@ -510,6 +510,119 @@ TEST(DTensorTest, FromLocalRaggedUnitsAreLearnedAlikeOnEveryRank) {
   });
 }
 
+// The brief's layout, written out: rows [0,3) and [3,4) by RG, each cut by
+// S(0) into 2,1 and 1,0 rows. Learning the units from the mesh-dim-0 line at
+// coordinate 0 of mesh dim 1 read rows 2,1 and refused it.
+TEST(DTensorTest, FromLocalRaggedKeepsGivenUnitsWhenAnotherMeshDimSplitsTheRows) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    const at::Tensor global = make_global({4, 3});
+    const Shape begin = {0, 2, 3, 4}, rows = {2, 1, 1, 0};
+    const at::Tensor local = global.narrow(0, begin[rank], rows[rank]).contiguous();
+    DTensor dt = from_local(local, mesh, parse_placements("RG(dims=1,units=[3,1]),S(0)"));
+    EXPECT_EQ(placements_to_string(dt.placements()), "RG(dims=1,units=[3,1]),S(0)");
+    EXPECT_EQ(dt.sizes(), (Shape{4, 3}));
+    EXPECT_TRUE(at::equal(dt.to_local(), local));
+    EXPECT_TRUE(at::equal(dt.full_tensor(), global));
+  });
+}
+
+// Given units that fit are kept, with or without the global shape, for
+// uneven and empty pieces and whatever splits the rows on the other mesh dim.
+TEST(DTensorTest, FromLocalRaggedKeepsGivenUnitsThatFitOnTwoDimMeshes) {
+  struct Layout {
+    Shape shape;
+    const char* placements;
+  };
+  const std::vector<Layout> layouts = {
+      {{7, 2}, "RG(dims=1,units=[3,1]),S(0)"},
+      {{5, 2}, "RG(dims=1,units=[0,2]),S(0)"},
+      {{9, 2}, "RG(dims=1,units=[2,3]),SS(0,2)"},
+      {{5, 3}, "S(0),RG(dims=1,units=[1,0])"},
+      {{6, 2}, "RG(dims=1,units=[1,2]),RG(dims=1,units=[1,1])"},
+      {{4, 5}, "RG(dims=1,units=[3,1]),S(1)"},
+      {{0, 3}, "RG(dims=1,units=[3,1]),S(0)"},
+      {{2, 5, 3}, "RG(dims=2,units=[3,1]),RG(dims=2,units=[1,2])"},
+  };
+  run_ranks(4, [&](int /*rank*/) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    for (const Layout& layout : layouts) {
+      SCOPED_TRACE(layout.placements);
+      const at::Tensor global = make_global(layout.shape);
+      const std::vector<PlacementPtr> placements = parse_placements(layout.placements);
+      const at::Tensor local = testing::expected_local(global, mesh, placements);
+      FromLocalOptions with_shape;
+      with_shape.shape = layout.shape;
+      std::vector<FromLocalOptions> options = {with_shape};
+      if (layout.shape.size() == 2) options.emplace_back();  // shape inferred
+      for (const FromLocalOptions& o : options) {
+        DTensor dt = from_local(local, mesh, placements, o);
+        EXPECT_EQ(placements_to_string(dt.placements()), layout.placements);
+        EXPECT_EQ(dt.sizes(), layout.shape);
+        EXPECT_TRUE(at::equal(dt.to_local(), local));
+        EXPECT_TRUE(at::equal(dt.full_tensor(), global));
+      }
+    }
+  });
+}
+
+// Units that do not fit are learned from every piece of a Ragged member, all
+// the ranks that split it further included.
+TEST(DTensorTest, FromLocalRaggedLearnsUnitsWhenAnotherMeshDimSplitsTheRows) {
+  struct Layout {
+    Shape shape;
+    const char* laid_out;  // how the shards are laid out
+    const char* given;     // what from_local is told
+    const char* learned;
+  };
+  const std::vector<Layout> layouts = {
+      {{4, 3},
+       "RG(dims=1,units=[3,1]),S(0)",
+       "RG(dims=1,units=[1,1]),S(0)",
+       "RG(dims=1,units=[3,1]),S(0)"},
+      {{5, 2},
+       "RG(dims=1,units=[0,5]),S(0)",
+       "RG(dims=1,units=[1,1]),S(0)",
+       "RG(dims=1,units=[0,5]),S(0)"},
+      {{10, 2},
+       "RG(dims=1,units=[2,3]),SS(0,2)",
+       "RG(dims=1,units=[1,1]),SS(0,2)",
+       "RG(dims=1,units=[4,6]),SS(0,2)"},
+      {{6, 2},
+       "RG(dims=1,units=[1,2]),RG(dims=1,units=[1,1])",
+       "RG(dims=1,units=[1,1]),RG(dims=1,units=[1,1])",
+       "RG(dims=1,units=[2,4]),RG(dims=1,units=[1,1])"},
+  };
+  run_ranks(4, [&](int /*rank*/) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    for (const Layout& layout : layouts) {
+      SCOPED_TRACE(layout.laid_out);
+      const at::Tensor global = make_global(layout.shape);
+      const at::Tensor local =
+          testing::expected_local(global, mesh, parse_placements(layout.laid_out));
+      DTensor dt = from_local(local, mesh, parse_placements(layout.given));
+      EXPECT_EQ(placements_to_string(dt.placements()), layout.learned);
+      EXPECT_TRUE(at::equal(dt.to_local(), local));
+      EXPECT_TRUE(at::equal(dt.full_tensor(), global));
+    }
+  });
+}
+
+// Shards that no units fit raise on every rank: whatever the units, S(0)
+// cuts the first Ragged member's 3 rows 2,1, not 1,2.
+TEST(DTensorTest, FromLocalRaggedRejectsShardsThatNoUnitsFit) {
+  auto [errors, message] = count_errors({2, 2}, [](int rank, const DeviceMesh& mesh) {
+    const Shape rows = {1, 2, 1, 0};
+    from_local(at::ones({rows[rank], 3}), mesh, parse_placements("RG(dims=1,units=[1,1]),S(0)"));
+  });
+  EXPECT_EQ(errors, 4) << message;
+  EXPECT_NE(message.find("from_local: mesh rank 0 holds a local tensor of shape [1, 3]; expected "
+                         "[2, 3] for "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("RG(dims=1,units=[3,1]),S(0)"), std::string::npos) << message;
+}
+
 TEST(DTensorTest, EntryPointsRejectDTensorsAndRanksOutsideTheMesh) {
   run_ranks(4, [](int rank) {
     DeviceMesh mesh = init_device_mesh("local", {4});

@@ -25,6 +25,7 @@
 #include <dtensor/redistribute/transition.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
+#include "tests/support/scoped_cache_capacity.h"
 
 namespace dtensor {
 namespace {
@@ -303,9 +304,9 @@ std::string run_nd(const std::string& from, const std::string& to, const Shape& 
       << "got " << out.to_local() << "\nexpected " << direct;
   EXPECT_TRUE(at::equal(out.full_tensor(), global));
   if (::testing::Test::HasFailure() && rank_zero(mesh)) {
-    const RedistributePlan& plan =
+    const RedistributePlanPtr plan =
         plan_redistribute(source.spec(), source.spec().with_placements(parse_placements(to)));
-    std::cout << "plan " << from << " -> " << to << ":\n" << plan.to_string() << std::endl;
+    std::cout << "plan " << from << " -> " << to << ":\n" << plan->to_string() << std::endl;
   }
   return kinds;
 }
@@ -357,10 +358,10 @@ TEST(RedistributeTest, NonAdjacentMeshDimsMergeIntoOneCollective) {
       for (const Case& c : cases) run_case(c, make_global(shape), mesh);
     }
     DTensorSpec source(mesh, parse_placements("P(sum),R,P(sum)"), Shape{8, 4}, at::kFloat);
-    const RedistributePlan& plan = plan_redistribute(source, parse_placements("R,R,R"));
-    ASSERT_EQ(plan.steps.size(), 1u) << plan.to_string();
-    EXPECT_EQ(plan.steps[0].mesh_dims, (std::vector<int64_t>{0, 2}));
-    const std::string text = plan.to_string();
+    const RedistributePlanPtr plan = plan_redistribute(source, parse_placements("R,R,R"));
+    ASSERT_EQ(plan->steps.size(), 1u) << plan->to_string();
+    EXPECT_EQ(plan->steps[0].mesh_dims, (std::vector<int64_t>{0, 2}));
+    const std::string text = plan->to_string();
     EXPECT_EQ(text.rfind("mesh dims 0,2: P(sum),R,P(sum) -> R,R,R  all_reduce  192 bytes", 0), 0u)
         << text;
   });
@@ -519,9 +520,9 @@ TEST(RedistributeTest, CrossStepsExchangeInsideOneMeshDim) {
       run_nd("S(0),P(max)", "R,S(1)", shape, mesh, 2, /*exact=*/false);
     }
     DTensorSpec source(mesh, parse_placements("R,S(0)"), Shape{8, 4}, at::kFloat);
-    const RedistributePlan& plan = plan_redistribute(source, parse_placements("S(0),R"));
-    ASSERT_EQ(plan.steps.size(), 1u) << plan.to_string();
-    EXPECT_EQ(plan.steps[0].mesh_dims, std::vector<int64_t>{1}) << plan.to_string();
+    const RedistributePlanPtr plan = plan_redistribute(source, parse_placements("S(0),R"));
+    ASSERT_EQ(plan->steps.size(), 1u) << plan->to_string();
+    EXPECT_EQ(plan->steps[0].mesh_dims, std::vector<int64_t>{1}) << plan->to_string();
   });
   run_ranks(8, [](int) {
     DeviceMesh mesh = init_device_mesh("local", {2, 4});
@@ -569,43 +570,43 @@ TEST(RedistributeTest, PlanPrintsEachStepsCollective) {
     // Large: a small one is gathered by one exchange over the whole mesh.
     DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{1024, 1024}, at::kFloat);
     DTensorSpec target = source.with_placements(parse_placements("R,R"));
-    const RedistributePlan& plan = plan_redistribute(source, target);
-    ASSERT_FALSE(plan.steps.empty());
-    EXPECT_GE(plan.collectives(), 1);
-    EXPECT_LE(plan.collectives(), 2);
-    const std::string text = plan.to_string();
-    for (const PlannedStep& step : plan.steps) {
+    const RedistributePlanPtr plan = plan_redistribute(source, target);
+    ASSERT_FALSE(plan->steps.empty());
+    EXPECT_GE(plan->collectives(), 1);
+    EXPECT_LE(plan->collectives(), 2);
+    const std::string text = plan->to_string();
+    for (const PlannedStep& step : plan->steps) {
       ASSERT_NE(step.transition, nullptr);
       EXPECT_NE(text.find(std::string(step.transition->collective())), std::string::npos) << text;
       EXPECT_FALSE(step.mesh_dims.empty());
       ASSERT_NE(step.before, nullptr);
       ASSERT_NE(step.after, nullptr);
     }
-    EXPECT_EQ(*plan.steps.front().before, source);
-    EXPECT_EQ(*plan.steps.back().after, target);
+    EXPECT_EQ(*plan->steps.front().before, source);
+    EXPECT_EQ(*plan->steps.back().after, target);
     EXPECT_NE(text.find("all_gather"), std::string::npos) << text;
     EXPECT_NE(text.find("bytes"), std::string::npos) << text;
     // One line per step plus a totals line.
     EXPECT_GE(std::count(text.begin(), text.end(), '\n') + (text.back() == '\n' ? 0 : 1),
-              static_cast<int64_t>(plan.steps.size()) + 1)
+              static_cast<int64_t>(plan->steps.size()) + 1)
         << text;
-    EXPECT_GT(plan.total_cost, 0);
+    EXPECT_GT(plan->total_cost, 0);
 
     // A 1-D P -> R plan is one all_reduce step.
     DeviceMesh line = init_device_mesh("local", {4});
     DTensorSpec partial(line, parse_placements("P(sum)"), Shape{4, 4}, at::kFloat);
-    const RedistributePlan& reduce =
+    const RedistributePlanPtr reduce =
         plan_redistribute(partial, partial.with_placements(parse_placements("R")));
-    ASSERT_EQ(reduce.steps.size(), 1u);
-    EXPECT_EQ(reduce.collectives(), 1);
-    EXPECT_EQ(reduce.steps[0].transition->collective(), "all_reduce");
-    EXPECT_NE(reduce.to_string().find("all_reduce"), std::string::npos) << reduce.to_string();
+    ASSERT_EQ(reduce->steps.size(), 1u);
+    EXPECT_EQ(reduce->collectives(), 1);
+    EXPECT_EQ(reduce->steps[0].transition->collective(), "all_reduce");
+    EXPECT_NE(reduce->to_string().find("all_reduce"), std::string::npos) << reduce->to_string();
 
     // R -> S is local: no collective.
     DTensorSpec rep(line, parse_placements("R"), Shape{4, 4}, at::kFloat);
-    const RedistributePlan& slice =
+    const RedistributePlanPtr slice =
         plan_redistribute(rep, rep.with_placements(parse_placements("S(1)")));
-    EXPECT_EQ(slice.collectives(), 0);
+    EXPECT_EQ(slice->collectives(), 0);
   });
 }
 
@@ -614,17 +615,105 @@ TEST(RedistributeTest, PlansAreCached) {
     DeviceMesh mesh = init_device_mesh("local", {2, 2});
     DTensorSpec source(mesh, parse_placements("S(0),S(1)"), Shape{7, 5}, at::kFloat);
     DTensorSpec target = source.with_placements(parse_placements("S(1),S(0)"));
-    const RedistributePlan* first = &plan_redistribute(source, target);
-    const RedistributePlan* second = &plan_redistribute(source, target);
+    const RedistributePlanPtr first = plan_redistribute(source, target);
+    const RedistributePlanPtr second = plan_redistribute(source, target);
     EXPECT_EQ(first, second);
     // An equal spec built anew hits the same entry.
     DTensorSpec source_again(mesh, parse_placements("S(-2),S(-1)"), Shape{7, 5}, at::kFloat);
     DTensorSpec target_again(mesh, parse_placements("S(1),S(0)"), Shape{7, 5}, at::kFloat);
-    EXPECT_EQ(&plan_redistribute(source_again, target_again), first);
+    EXPECT_EQ(plan_redistribute(source_again, target_again), first);
     // A different shape is a different plan.
     DTensorSpec other(mesh, parse_placements("S(0),S(1)"), Shape{8, 5}, at::kFloat);
-    EXPECT_NE(&plan_redistribute(other, other.with_placements(parse_placements("S(1),S(0)"))),
+    EXPECT_NE(plan_redistribute(other, other.with_placements(parse_placements("S(1),S(0)"))),
               first);
+  });
+}
+
+TEST(RedistributeTest, PlanCacheCapacityDefaultsTo4096AndRefusesZero) {
+  EXPECT_EQ(kDefaultPlanCacheCapacity, 4096);
+  EXPECT_EQ(plan_cache_capacity(), kDefaultPlanCacheCapacity);
+  DTENSOR_EXPECT_ERROR(set_plan_cache_capacity(0),
+                       "cache capacity: expected at least 1 entry, found 0");
+  EXPECT_EQ(plan_cache_capacity(), kDefaultPlanCacheCapacity);
+}
+
+// More distinct redistributes than the cache holds: it never holds more
+// than its capacity, and plans made again after their eviction give exactly
+// what the first ones gave.
+TEST(RedistributeTest, PlanCacheEvictsAndReplansExactly) {
+  const testing::ScopedCacheCapacity capacity(plan_cache_capacity, set_plan_cache_capacity, 3);
+  run_ranks(4, [](int /*rank*/) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    const at::Tensor global = make_global({7, 5});
+    const DTensor source = distribute_tensor(global, mesh, parse_placements("S(0),S(1)"));
+    const std::vector<const char*> targets = {"R,R",    "S(1),S(0)",    "S(1),R",    "R,S(0)",
+                                              "S(0),R", "SS(0,2),S(0)", "S(1),S(1)", "R,S(1)"};
+    std::vector<at::Tensor> first;
+    for (const char* to : targets) {
+      first.push_back(source.redistribute(parse_placements(to)).to_local());
+      EXPECT_LE(plan_cache_size(), 3) << to;
+    }
+    EXPECT_EQ(plan_cache_size(), 3);
+    for (size_t i = 0; i < targets.size(); ++i) {
+      SCOPED_TRACE(targets[i]);
+      const at::Tensor again = source.redistribute(parse_placements(targets[i])).to_local();
+      EXPECT_TRUE(at::equal(again, first[i]));
+      EXPECT_TRUE(
+          at::equal(again, testing::expected_local(global, mesh, parse_placements(targets[i]))));
+      EXPECT_LE(plan_cache_size(), 3);
+    }
+  });
+}
+
+// A plan held by a caller outlives its eviction and still runs exactly.
+TEST(RedistributeTest, APlanInUseSurvivesItsEviction) {
+  const testing::ScopedCacheCapacity capacity(plan_cache_capacity, set_plan_cache_capacity, 1);
+  run_ranks(4, [](int /*rank*/) {
+    DeviceMesh mesh = init_device_mesh("local", {2, 2});
+    const at::Tensor global = make_global({7, 5});
+    const DTensor source = distribute_tensor(global, mesh, parse_placements("S(0),S(1)"));
+    const std::vector<PlacementPtr> target = parse_placements("S(1),S(0)");
+    const RedistributePlanPtr held = plan_redistribute(source.spec(), target);
+    plan_redistribute(source.spec(), parse_placements("R,R"));  // evicts `held`
+    EXPECT_EQ(plan_cache_size(), 1);
+    EXPECT_EQ(held.use_count(), 1);
+    const at::Tensor expected = testing::expected_local(global, mesh, target);
+    EXPECT_TRUE(at::equal(execute_plan(*held, source.to_local()), expected));
+    const RedistributePlanPtr again = plan_redistribute(source.spec(), target);
+    EXPECT_NE(again, held);  // planned anew
+    EXPECT_EQ(again->to_string(), held->to_string());
+    EXPECT_TRUE(at::equal(execute_plan(*again, source.to_local()), expected));
+  });
+}
+
+// A plan cached under two spellings (S(-1) and S(1)) is one plan, held once
+// per key.
+TEST(RedistributeTest, PlanCacheCountsEverySpelling) {
+  run_ranks(4, [](int /*rank*/) {
+    EXPECT_EQ(plan_cache_size(), 0);  // a new thread's cache
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const DTensorSpec source(mesh, parse_placements("S(0)"), Shape{8, 4}, at::kFloat);
+    const RedistributePlanPtr normalized = plan_redistribute(source, parse_placements("S(1)"));
+    EXPECT_EQ(plan_cache_size(), 1);
+    EXPECT_EQ(plan_redistribute(source, parse_placements("S(-1)")), normalized);
+    EXPECT_EQ(plan_cache_size(), 2);
+  });
+}
+
+// clear_plan_cache empties every thread's cache, not only the caller's.
+TEST(RedistributeTest, ClearPlanCacheEmptiesEveryRanksCache) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const DTensorSpec source(mesh, parse_placements("S(0)"), Shape{8, 4}, at::kFloat);
+    const RedistributePlanPtr before = plan_redistribute(source, parse_placements("R"));
+    plan_redistribute(source, parse_placements("S(1)"));
+    EXPECT_GE(plan_cache_size(), 2);
+    mesh.world()->barrier();
+    if (rank == 0) clear_plan_cache();
+    mesh.world()->barrier();
+    EXPECT_EQ(plan_cache_size(), 0);
+    EXPECT_NE(plan_redistribute(source, parse_placements("R")), before);
+    EXPECT_EQ(plan_cache_size(), 1);
   });
 }
 
@@ -679,8 +768,8 @@ TEST(RedistributeTest, ExecutePlanMatchesRedistribute) {
     at::Tensor global = make_global({7, 5});
     DTensor source = distribute_tensor(global, mesh, parse_placements("S(0),S(1)"));
     DTensorSpec target = source.spec().with_placements(parse_placements("S(1),R"));
-    const RedistributePlan& plan = plan_redistribute(source.spec(), target);
-    at::Tensor local = execute_plan(plan, source.to_local());
+    const RedistributePlanPtr plan = plan_redistribute(source.spec(), target);
+    at::Tensor local = execute_plan(*plan, source.to_local());
     EXPECT_TRUE(
         at::equal(local, testing::expected_local(global, mesh, parse_placements("S(1),R"))));
   });
@@ -692,9 +781,9 @@ TEST(RedistributeTest, PartialTargetsRefusedPubliclyButPlannable) {
     at::Tensor global = make_global({5, 3});
     DTensor dt = distribute_tensor(global, mesh, parse_placements("S(0)"));
     DTENSOR_EXPECT_ERROR(dt.redistribute(parse_placements("P(sum)")), "Partial");
-    const RedistributePlan& plan =
+    const RedistributePlanPtr plan =
         plan_redistribute(dt.spec(), dt.spec().with_placements(parse_placements("P(sum)")));
-    EXPECT_FALSE(plan.steps.empty());
+    EXPECT_FALSE(plan->steps.empty());
     DTensor any = redistribute_any(dt, parse_placements("P(sum)"));
     EXPECT_TRUE(at::equal(any.full_tensor(), global));
   });

@@ -266,7 +266,7 @@ void run_move(const Move& m, const at::Tensor& global, const DeviceMesh& mesh, b
   EXPECT_TRUE(at::equal(out.full_tensor(), global));
   if (::testing::Test::HasFailure() && mesh.world()->rank() == 0) {
     std::cout << "plan " << m.from << " -> " << m.to << " " << kinds << ":\n"
-              << plan_redistribute(source.spec(), to).to_string() << std::endl;
+              << plan_redistribute(source.spec(), to)->to_string() << std::endl;
   }
 }
 

@@ -22,9 +22,9 @@ TEST(CostModelTest, PropagationPricesAChangeAsThePlannerDoes) {
              {"S(0)", "R"}, {"P(sum)", "R"}, {"P(sum)", "S(0)"}, {"R", "S(0)"}, {"S(0)", "S(1)"}}) {
       SCOPED_TRACE(std::string(from) + " -> " + to);
       const DTensorSpec source(mesh, parse_placements(from), shape, at::kFloat);
-      const RedistributePlan& plan = plan_redistribute(source, parse_placements(to));
-      ASSERT_EQ(plan.steps.size(), 1u);
-      EXPECT_DOUBLE_EQ(plan.total_cost,
+      const RedistributePlanPtr plan = plan_redistribute(source, parse_placements(to));
+      ASSERT_EQ(plan->steps.size(), 1u);
+      EXPECT_DOUBLE_EQ(plan->total_cost,
                        placement_change_cost(*parse_placement(from), *parse_placement(to), bytes, 4,
                                              mesh.collective_costs()));
     }

@@ -18,9 +18,11 @@
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/rules/local_kernel.h>
+#include <dtensor/rules/propagation_cache.h>
 #include <dtensor/rules/strategy.h>
 #include "tests/rules/rules_test_util.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/scoped_cache_capacity.h"
 
 namespace dtensor {
 namespace {
@@ -420,6 +422,54 @@ TEST(DispatchTest, CacheSeparatesShapesAndArguments) {
   });
 }
 
+TEST(DispatchTest, CacheCapacityDefaultsTo4096AndRefusesZero) {
+  EXPECT_EQ(kDefaultPropagationCacheCapacity, 4096);
+  EXPECT_EQ(propagation_cache_capacity(), kDefaultPropagationCacheCapacity);
+  DTENSOR_EXPECT_ERROR(set_propagation_cache_capacity(0),
+                       "cache capacity: expected at least 1 entry, found 0");
+  EXPECT_EQ(propagation_cache_capacity(), kDefaultPropagationCacheCapacity);
+}
+
+// More distinct calls than the cache holds: it never holds more than its
+// capacity, and calls propagated again after their eviction give exactly
+// what they gave before.
+TEST(DispatchTest, CacheIsBoundedAndEvictedCallsComeBackExact) {
+  const testing::ScopedCacheCapacity two(propagation_cache_capacity, set_propagation_cache_capacity,
+                                         2);
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = iota({8, 5});
+    const DTensor x = dist(a, mesh, "S(0)");
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(round);
+      EXPECT_DT(x.tensor().view({-1}), a.view({-1}), "S(0)");
+      EXPECT_LE(propagation_cache_size(), 2);
+      EXPECT_DT(x.tensor().sum(0), a.sum(0), "P(sum)");
+      EXPECT_LE(propagation_cache_size(), 2);
+      EXPECT_DT(x.tensor().sum(1), a.sum(1), "S(0)");
+      EXPECT_LE(propagation_cache_size(), 2);
+      EXPECT_DT(x.tensor().transpose(0, 1), a.transpose(0, 1), "S(1)");
+      EXPECT_LE(propagation_cache_size(), 2);
+      EXPECT_DT(x.tensor() * 2, a * 2, "S(0)");
+      EXPECT_EQ(propagation_cache_size(), 2);
+    }
+  });
+}
+
+// clear_propagation_cache empties every thread's cache, not only the caller's.
+TEST(DispatchTest, ClearPropagationCacheEmptiesEveryRanksCache) {
+  run_ranks(4, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = iota({8, 5});
+    EXPECT_DT(dist(a, mesh, "S(0)").tensor() * 2, a * 2, "S(0)");
+    EXPECT_GE(propagation_cache_size(), 1);
+    mesh.world()->barrier();
+    if (rank == 0) clear_propagation_cache();
+    mesh.world()->barrier();
+    EXPECT_EQ(propagation_cache_size(), 0);
+  });
+}
+
 // ---------------------------------------------------------------------------
 // Changing the registry at run time
 
@@ -577,9 +627,8 @@ TEST(DispatchTest, RuleForAnOpWithoutOneMakesItWork) {
 // A local kernel runs for every layout the engine chooses for its op: the
 // strategy's own rows (cumsum along dim 1 of rows split on dim 0) and the
 // engine's all-Replicate row alike.
-TEST(DispatchTest, LocalKernelRunsForEveryLayoutOfItsOp) {
-  RestoreRules restore("aten::cumsum");
-  std::atomic<int> kernel_runs{0};
+// cumsum along dim 1 keeps a split of dim 0 (the built-in rule gathers).
+Strategy cumsum_along_rows_keeps_their_split() {
   Strategy strategy;
   strategy.rows = [](const OpCall& call, int64_t m) {
     std::vector<ShardingRow> rows;
@@ -588,7 +637,13 @@ TEST(DispatchTest, LocalKernelRunsForEveryLayoutOfItsOp) {
     return rows;
   };
   strategy.output_shapes = cumsum_strategy().output_shapes;
-  strategies().add("aten::cumsum", strategy);
+  return strategy;
+}
+
+TEST(DispatchTest, LocalKernelRunsForEveryLayoutOfItsOp) {
+  RestoreRules restore("aten::cumsum");
+  std::atomic<int> kernel_runs{0};
+  strategies().add("aten::cumsum", cumsum_along_rows_keeps_their_split());
   local_kernels().add(
       "aten::cumsum",
       [&kernel_runs](const c10::OperatorHandle& op, torch::jit::Stack& stack, const LocalContext&) {
@@ -613,6 +668,31 @@ TEST(DispatchTest, LocalKernelRunsForEveryLayoutOfItsOp) {
     EXPECT_DT(at::cumsum(dist(a, square, "S(0),S(1)"), 1), at::cumsum(a, 1), "S(0),R");
   });
   EXPECT_EQ(kernel_runs.load(), 16);
+}
+
+// A propagation evicted while its op still runs (its local kernel runs other
+// ops on DTensors, and the cache holds one result) stays valid for that op.
+TEST(DispatchTest, APropagationInUseSurvivesItsEviction) {
+  RestoreRules restore("aten::cumsum");
+  const testing::ScopedCacheCapacity one(propagation_cache_capacity, set_propagation_cache_capacity,
+                                         1);
+  strategies().add("aten::cumsum", cumsum_along_rows_keeps_their_split());
+  local_kernels().add("aten::cumsum", [](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                         const LocalContext& context) {
+    const at::Tensor b = iota({4, 3});
+    const DTensor nested = dist(b, context.mesh, "S(0)");
+    EXPECT_DT(nested.tensor() * 2, b * 2, "S(0)");
+    EXPECT_DT(at::neg(nested.tensor()), at::neg(b), "S(0)");
+    EXPECT_EQ(propagation_cache_size(), 1);
+    op.callBoxed(stack);
+  });
+  const at::Tensor a = iota({5, 7});
+  run_ranks(4, [&](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    for (int round = 0; round < 2; ++round) {
+      EXPECT_DT(at::cumsum(dist(a, mesh, "S(0)"), 1), at::cumsum(a, 1), "S(0)");
+    }
+  });
 }
 
 }  // namespace

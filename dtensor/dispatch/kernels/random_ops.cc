@@ -43,8 +43,8 @@ at::Tensor rank_part(const at::Tensor& global, const LocalContext& context, size
   const DTensorSpec replicated = target->with_placements(
       std::vector<PlacementPtr>(target->placements().size(), Replicate::make()));
   const at::Tensor on_device = global.to(context.mesh.device());
-  const RedistributePlan& plan = plan_redistribute(replicated, target->placements());
-  return plan.steps.empty() ? on_device : execute_plan(plan, on_device);
+  const RedistributePlanPtr plan = plan_redistribute(replicated, target->placements());
+  return plan->steps.empty() ? on_device : execute_plan(*plan, on_device);
 }
 
 // A CPU tensor of the input's global shape and dtype, to draw into.
