@@ -21,6 +21,7 @@ DTensorImpl::DTensorImpl(at::Tensor local, DTensorSpecPtr spec)
 
 void DTensorImpl::replace(at::Tensor local, DTensorSpecPtr spec) {
   settle();  // the new shard views the old one: wait for its collectives first
+  reduced_forms_.clear();
   local_ = std::move(local);
   spec_ = std::move(spec);
   check_and_refresh();
@@ -96,8 +97,43 @@ const std::string* DTensorImpl::lost_write_reason() const {
   return view_source_.expired() ? nullptr : &view_note_;
 }
 
+bool DTensorImpl::reduced_forms_valid() const {
+  return reduced_version_ == version_counter().current_version() &&
+         reduced_local_version_ == local_._version();
+}
+
+void DTensorImpl::remember_reduced_form(at::Tensor form) {
+  if (!reduced_forms_valid() || reduced_forms_.size() == kMaxReducedForms) reduced_forms_.clear();
+  reduced_forms_.push_back(std::move(form));
+  reduced_version_ = version_counter().current_version();
+  reduced_local_version_ = local_._version();
+}
+
+const at::Tensor* DTensorImpl::reduced_form(const std::vector<PlacementPtr>& placements) const {
+  if (reduced_forms_.empty() || !reduced_forms_valid()) return nullptr;
+  for (const at::Tensor& form : reduced_forms_) {
+    if (same_placements(dtensor_impl(form)->spec()->placements(), placements)) return &form;
+  }
+  return nullptr;
+}
+
+const at::Tensor* DTensorImpl::fully_reduced_form() const {
+  if (reduced_forms_.empty() || !reduced_forms_valid()) return nullptr;
+  const std::vector<PlacementPtr>& mine = spec_->placements();
+  for (const at::Tensor& form : reduced_forms_) {
+    const std::vector<PlacementPtr>& theirs = dtensor_impl(form)->spec()->placements();
+    bool replicated = true;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      replicated = replicated && (!mine[i]->is_partial() || theirs[i]->is_replicate());
+    }
+    if (replicated) return &form;
+  }
+  return nullptr;
+}
+
 void DTensorImpl::release_resources() {
   local_ = at::Tensor();
+  reduced_forms_.clear();
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending_.reset();

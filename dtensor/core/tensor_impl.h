@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <c10/core/TensorImpl.h>
 
@@ -67,6 +68,22 @@ class DTensorImpl final : public c10::TensorImpl {
   // it alive as the base, outside inference mode). Null otherwise.
   const std::string* lost_write_reason() const;
 
+  // Forms of this DTensor with some of its pending sums reduced (Partial ->
+  // Replicate or Shard on those mesh dims, nothing else changed), made by
+  // the dispatcher when an op needed them: later ops take a remembered form
+  // instead of reducing again, as a hand-written plan reduces a value once
+  // for all its uses. Valid while neither this DTensor nor its shard has been
+  // written since (version counters); held until then or until this DTensor
+  // dies, at most kMaxReducedForms (each no larger than this shard). Only
+  // the rank's own thread uses them.
+  static constexpr size_t kMaxReducedForms = 4;
+  void remember_reduced_form(at::Tensor form);
+  // The remembered form laid out as `placements`; null when none is valid.
+  const at::Tensor* reduced_form(const std::vector<PlacementPtr>& placements) const;
+  // The remembered form with every pending sum reduced to Replicate; null
+  // when none is valid.
+  const at::Tensor* fully_reduced_form() const;
+
   // Autograd detaches gradients through these; they keep the local shard
   // (and the copied-view mark).
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
@@ -98,6 +115,12 @@ class DTensorImpl final : public c10::TensorImpl {
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   WeakImpl view_source_{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   std::string view_note_;
+  // Set by remember_reduced_form: the forms (DTensors) and the versions of
+  // this DTensor and of its shard they were made at.
+  bool reduced_forms_valid() const;
+  std::vector<at::Tensor> reduced_forms_;
+  uint32_t reduced_version_ = 0;
+  int64_t reduced_local_version_ = 0;
 };
 
 // Whether `tensor` is a DTensor (its impl is a DTensorImpl).

@@ -55,6 +55,19 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
 
 namespace {
 
+// Whether `target` is `source` with some pending sums reduced (Partial ->
+// Replicate or a split: an all-reduce or a reduce-scatter) and nothing else
+// changed.
+bool only_reduces(const DTensorSpec& source, const DTensorSpec& target) {
+  const std::vector<PlacementPtr>& from = source.placements();
+  const std::vector<PlacementPtr>& to = target.placements();
+  if (from.size() != to.size() || source.shape() != target.shape()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!(*from[i] == *to[i]) && !(from[i]->is_partial() && !to[i]->is_partial())) return false;
+  }
+  return true;
+}
+
 // Plain inputs count as Replicate: a rule may still want them split or
 // Partial, which a plan from Replicate gives without communication.
 at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
@@ -69,9 +82,34 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
             : dtensor_impl(t)->spec();
   const at::Tensor& local = plain ? t : dtensor_impl(t)->local();
   if (source == target) return local;
+  if (!plain) {
+    if (const at::Tensor* form = dtensor_impl(t)->reduced_form(target->placements())) {
+      return dtensor_impl(*form)->local();
+    }
+  }
   const RedistributePlanPtr plan = plan_redistribute(*source, target->placements());
   if (plan->steps.empty()) return local;
-  return execute_plan(*plan, local);
+  at::Tensor result = execute_plan(*plan, local);
+  if (!plain && only_reduces(*source, *target)) {
+    dtensor_impl(t)->remember_reduced_form(make_dtensor_tensor(result, target));
+  }
+  return result;
+}
+
+// The arguments that only read a DTensor whose pending sums an earlier op
+// reduced to Replicate (DTensorImpl::fully_reduced_form) read that form
+// instead. Written
+// and viewed arguments keep theirs: what they alias must stay the same.
+void read_reduced_forms(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                        size_t num_arguments) {
+  const std::vector<c10::Argument>& schema = op.schema().arguments();
+  for (size_t a = 0; a < num_arguments; ++a) {
+    c10::IValue& value = stack[stack.size() - num_arguments + a];
+    if (!value.isTensor() || schema[a].alias_info() != nullptr) continue;
+    const at::Tensor& tensor = value.toTensor();
+    if (!is_dtensor(tensor)) continue;
+    if (const at::Tensor* reduced = dtensor_impl(tensor)->fully_reduced_form()) value = *reduced;
+  }
 }
 
 // The call's arguments with every tensor replaced by its local shard at the
@@ -169,6 +207,7 @@ void mark_copied_view(const c10::OperatorHandle& op, size_t j, c10::ArrayRef<c10
 void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                      const DispatchModes& modes, uint64_t mode_bits) {
   const size_t num_arguments = op.schema().arguments().size();
+  read_reduced_forms(op, stack, num_arguments);
   const c10::ArrayRef<c10::IValue> arguments(&*(stack.end() - num_arguments), num_arguments);
   std::optional<PropagationKey> key =
       PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);

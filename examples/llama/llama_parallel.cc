@@ -78,7 +78,27 @@ void plan_blocks(const Llama& model, bool sequence_parallel, nn::ParallelizePlan
   }
 }
 
+// The layers alone: colwise q, k, v, w1, w3, rowwise wo and w2 whose
+// outputs stay pending sums, the head's logits gathered.
+nn::ParallelizePlan partial_residual_plan(const Llama& model) {
+  nn::ParallelizePlan plan;
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    const std::string layer = "layers." + std::to_string(i) + ".";
+    for (const char* colwise :
+         {"attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"}) {
+      plan.emplace_back(layer + colwise, nn::ColwiseParallel(layouts(nullptr, nullptr, nullptr)));
+    }
+    for (const char* rowwise : {"attention.wo", "feed_forward.w2"}) {
+      plan.emplace_back(layer + rowwise,
+                        nn::RowwiseParallel(layouts(nullptr, nullptr, Partial::make())));
+    }
+  }
+  plan.emplace_back("output", nn::ColwiseParallel(layouts(nullptr, nullptr, Replicate::make())));
+  return plan;
+}
+
 nn::ParallelizePlan llama_plan(const Llama& model, LlamaPlan which) {
+  if (which == LlamaPlan::kPartialResidual) return partial_residual_plan(model);
   const bool sequence_parallel = which == LlamaPlan::kSequenceParallel;
   nn::ParallelizePlan plan;
   plan_blocks(model, sequence_parallel, plan);
@@ -164,6 +184,8 @@ std::string plan_name(LlamaPlan plan) {
       return "tp_sp";
     case LlamaPlan::kLossParallel:
       return "loss_parallel";
+    case LlamaPlan::kPartialResidual:
+      return "tp_partial_residual";
     case LlamaPlan::kFullyShard:
       return "fsdp";
   }

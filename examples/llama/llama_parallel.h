@@ -23,6 +23,12 @@
 //  - kLossParallel: kTensorParallel with the logits left split by
 //    vocabulary: cross-entropy reduces a few values per row instead of
 //    gathering them.
+//  - kPartialResidual: the layers alone, as a user might write it first:
+//    colwise and rowwise layers with the rowwise outputs left as pending
+//    sums (Partial) into the residual adds, no plan for the blocks. Each
+//    pending sum is reduced once, where a norm first needs it, and every
+//    later reader takes that reduced form (DTensorImpl's reduced forms):
+//    forward communicates as kTensorParallel does.
 //  - kFullyShard: data parallelism alone on a 1-D mesh named "dp": every
 //    parameter sharded by dtensor::nn::fully_shard (one group per block, the
 //    rest in the root's), plain activations, each rank its own rows.
@@ -45,7 +51,13 @@
 
 namespace dtensor::examples {
 
-enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel, kFullyShard };
+enum class LlamaPlan {
+  kTensorParallel,
+  kSequenceParallel,
+  kLossParallel,
+  kPartialResidual,
+  kFullyShard
+};
 
 // A float64 model initialized from `seed` alone, on `device`: the same on
 // every rank and thread (the local backend's rank threads make theirs one
@@ -53,7 +65,7 @@ enum class LlamaPlan { kTensorParallel, kSequenceParallel, kLossParallel, kFully
 Llama seeded_llama(const LlamaConfig& config, uint64_t seed,
                    const at::Device& device = at::Device(at::kCPU));
 
-// "tp", "tp_sp", "loss_parallel", "fsdp".
+// "tp", "tp_sp", "loss_parallel", "tp_partial_residual", "fsdp".
 std::string plan_name(LlamaPlan plan);
 
 // Lays out the parameters of `model` for `plan` over `mesh` (1-D: the "tp"

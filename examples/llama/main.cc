@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   run(backend, LlamaPlan::kTensorParallel, {4}, {"tp"});
   run(backend, LlamaPlan::kSequenceParallel, {4}, {"tp"});
   run(backend, LlamaPlan::kLossParallel, {4}, {"tp"});
+  run(backend, LlamaPlan::kPartialResidual, {4}, {"tp"});
   run(backend, LlamaPlan::kTensorParallel, {2, 2}, {"dp", "tp"});
   run(backend, LlamaPlan::kSequenceParallel, {2, 2}, {"dp", "tp"});
   run(backend, LlamaPlan::kFullyShard, {4}, {"dp"});

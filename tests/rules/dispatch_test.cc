@@ -17,6 +17,7 @@
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/rules/local_kernel.h>
 #include <dtensor/rules/propagation_cache.h>
 #include <dtensor/rules/strategy.h>
@@ -45,6 +46,43 @@ DTensor partial_sum_terms(const at::Tensor& global, const DeviceMesh& mesh) {
 
 // ---------------------------------------------------------------------------
 // The wrapper
+
+// A pending sum that several ops need reduced is reduced once: the first
+// op's all-reduce is remembered and later readers take its result, as a
+// hand-written plan reduces a value once for all its uses.
+TEST(DispatchTest, PendingSumIsReducedOnceForAllItsReaders) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({6, 5});
+    const DTensor x = partial_sum_terms(a, mesh);
+    CollectiveCounter counter;
+    EXPECT_DT(at::pow(x, 2), at::pow(a, 2), "R");
+    EXPECT_DT(at::exp(x), at::exp(a), "R");
+    // A linear op reads the reduced form too: replicated, not pending.
+    EXPECT_DT(at::mul(x, 3), at::mul(a, 3), "R");
+    EXPECT_EQ(counter.count("all_reduce"), 1);
+    EXPECT_EQ(counter.total(), 1);
+    EXPECT_EQ(placements_of(x), "P(sum)");  // the DTensor itself is unchanged
+  });
+}
+
+// A write into the DTensor, or into its shard through to_local, makes the
+// remembered form stale: the next reader reduces the new values again.
+TEST(DispatchTest, WritesMakeAReducedFormStale) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({6, 5});
+    DTensor x = partial_sum_terms(a, mesh);
+    CollectiveCounter counter;
+    EXPECT_DT(at::exp(x), at::exp(a), "R");
+    at::Tensor written = x;
+    written.mul_(0.5);  // linear: stays a pending sum, no collective
+    EXPECT_DT(at::exp(x), at::exp(a * 0.5), "R");
+    x.to_local().mul_(2);
+    EXPECT_DT(at::exp(x), at::exp(a), "R");
+    EXPECT_EQ(counter.count("all_reduce"), 3);
+  });
+}
 
 TEST(DispatchTest, WrapperReportsGlobalMetadata) {
   run_ranks(4, [](int rank) {
