@@ -522,8 +522,8 @@ Target target_of(const std::string& name, const at::Tensor& tensor) {
 const Record& matching_record(const Source& source, const std::string& name,
                               const at::Tensor& tensor) {
   const auto found = source.tensors.find(name);
-  DTENSOR_CHECK(found != source.tensors.end(), "checkpoint::load: ", source.dir,
-                ": no tensor \"", name, "\" in the checkpoint");
+  DTENSOR_CHECK(found != source.tensors.end(), "checkpoint::load: ", source.dir, ": no tensor \"",
+                name, "\" in the checkpoint");
   const Record& record = found->second;
   const Shape shape = is_dtensor(tensor) ? DTensor(tensor).sizes() : tensor.sizes().vec();
   DTENSOR_CHECK(record.shape == shape, "checkpoint::load: tensor \"", name,
@@ -688,10 +688,9 @@ struct SaveHandle::Pending {
     const int64_t write_failures = sum_over_ranks(world, write_error ? 1 : 0);
     if (write_failures > 0) {
       if (leader) remove_tree(tmp);
-      DTENSOR_CHECK(false, "checkpoint::save: writing ", tmp, " failed on ",
-                    write_failures, " rank(s)",
-                    write_error ? ", here: " + *write_error : std::string(), "; ", target,
-                    " is unchanged");
+      DTENSOR_CHECK(false, "checkpoint::save: writing ", tmp, " failed on ", write_failures,
+                    " rank(s)", write_error ? ", here: " + *write_error : std::string(), "; ",
+                    target, " is unchanged");
     }
     check_every_rank(world, leader ? attempt([&] { publish(tmp, target, id); }) : std::nullopt,
                      "moving " + tmp + " to " + target);
@@ -740,8 +739,7 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
   pending->target = without_trailing_slashes(dir);
   pending->tmp = pending->target + ".tmp-" + std::to_string(pending->id);
   const std::string tmp = pending->tmp;
-  check_every_rank(world,
-                   pending->leader ? attempt([&] { make_directories(tmp); }) : std::nullopt,
+  check_every_rank(world, pending->leader ? attempt([&] { make_directories(tmp); }) : std::nullopt,
                    "creating " + tmp);
 
   // What this rank writes: views of its tensors, or for an async save their

@@ -115,8 +115,8 @@ void remove_tree(const std::string& path) {
 }
 
 void rename_path(const std::string& from, const std::string& to) {
-  DTENSOR_CHECK(::rename(from.c_str(), to.c_str()) == 0, "checkpoint: cannot rename ", from,
-                " to ", to, ": ", std::strerror(errno));
+  DTENSOR_CHECK(::rename(from.c_str(), to.c_str()) == 0, "checkpoint: cannot rename ", from, " to ",
+                to, ": ", std::strerror(errno));
 }
 
 }  // namespace dtensor::checkpoint

@@ -43,9 +43,7 @@ class CollectiveCounter {
   // Bytes of the calling rank's input buffers to the collectives, by kind
   // (an all-gather's shard, an all-reduce's or reduce-scatter's whole
   // buffer): what a hand-written plan's calls would be handed.
-  const std::map<std::string, int64_t, std::less<>>& bytes_by_collective() const {
-    return bytes_;
-  }
+  const std::map<std::string, int64_t, std::less<>>& bytes_by_collective() const { return bytes_; }
   int64_t total_bytes() const;
 
   // Called for each collective with the rank's input buffer (its bytes are

@@ -30,7 +30,6 @@
 namespace dtensor::examples {
 namespace {
 
-
 constexpr int kSteps = 4;
 constexpr int kSavedAfter = 2;
 constexpr double kLearningRate = 0.01;

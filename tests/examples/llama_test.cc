@@ -65,8 +65,7 @@ const Counts kLossParallel = {{"all_reduce", 11}};
 // reduce-scatters where a hand-written plan all-reduces each block's input
 // gradient once (4): each op picks its cheapest layout alone, and on this
 // small model gathering a weight costs less than reducing a gradient.
-const Counts kPartialResidual = {
-    {"all_gather_v", 9}, {"all_reduce", 5}, {"reduce_scatter_v", 4}};
+const Counts kPartialResidual = {{"all_gather_v", 9}, {"all_reduce", 5}, {"reduce_scatter_v", 4}};
 // 2-D (dp 2, tp 2): the 1-D plan's collectives on tp, plus fully_shard's
 // per group (2 blocks, the root) one all-gather and one reduce-scatter on dp
 // (the hand-written FSDP + TP count: 16 for TP). Pending sums over tp (the
