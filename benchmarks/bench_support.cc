@@ -3,10 +3,12 @@
 // benchmarks/bench_support.cc: see bench_support.h.
 #include "benchmarks/bench_support.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <ostream>
 #include <sstream>
 #include <utility>
@@ -345,6 +347,55 @@ int64_t total(const Counts& counts) {
   int64_t sum = 0;
   for (const auto& [kind, value] : counts) sum += value;
   return sum;
+}
+
+JsonObject& JsonObject::member(const std::string& key, const std::string& value) {
+  members_ += (members_.empty() ? "\"" : ", \"") + key + "\": " + value;
+  return *this;
+}
+
+JsonObject& JsonObject::string(const std::string& key, std::string_view value) {
+  std::string quoted = "\"";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return member(key, quoted + "\"");
+}
+
+JsonObject& JsonObject::number(const std::string& key, double value) {
+  DTENSOR_CHECK(std::isfinite(value), "JsonObject: ", key, ": expected a finite number, found ",
+                value);
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return member(key, text);
+}
+
+JsonObject& JsonObject::integer(const std::string& key, int64_t value) {
+  return member(key, std::to_string(value));
+}
+
+JsonObject& JsonObject::boolean(const std::string& key, bool value) {
+  return member(key, value ? "true" : "false");
+}
+
+JsonObject& JsonObject::counts(const std::string& key, const Counts& value) {
+  JsonObject object;
+  for (const auto& [kind, count] : value) object.integer(kind, count);
+  return member(key, object.text());
+}
+
+std::string JsonObject::text() const { return "{" + members_ + "}"; }
+
+void write_json(const std::string& path, std::string_view program, const JsonObject& context,
+                const std::vector<JsonObject>& rows) {
+  std::ofstream out(path);
+  DTENSOR_CHECK(out.good(), program, ": --json: cannot write ", path);
+  out << "{\n  \"context\": " << context.text() << ",\n  \"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << rows[i].text();
+  out << "\n  ]\n}\n";
+  out.close();
+  DTENSOR_CHECK(!out.fail(), program, ": --json: cannot write ", path);
 }
 
 }  // namespace dtensor::bench

@@ -18,6 +18,8 @@
 //  * The command line: --backend=local|mpi|nccl (default local) and
 //    --ranks=N (local only, default 4); everything else goes to Google
 //    Benchmark.
+//  * The training-step programs (llama_step_bench, fsdp_step_bench, with
+//    their own mains): per-step collective tallies and their --json output.
 //
 // A program subclasses BenchRank and calls bench_main:
 //
@@ -200,5 +202,29 @@ using Counts = std::map<std::string, int64_t>;
 // "none" when empty.
 std::string counts_text(const Counts& counts, bool as_kib);
 int64_t total(const Counts& counts);
+
+// The --json=FILE output of the training-step programs, which
+// benchmarks/make_results.py reads: {"context": {...}, "rows": [{...}, ...]},
+// one row a line. A JsonObject collects one object's members in order; the
+// keys are the programs' own names (nothing to escape).
+class JsonObject {
+ public:
+  JsonObject& string(const std::string& key, std::string_view value);
+  JsonObject& number(const std::string& key, double value);
+  JsonObject& integer(const std::string& key, int64_t value);
+  JsonObject& boolean(const std::string& key, bool value);
+  // {"all_reduce": 9, ...}
+  JsonObject& counts(const std::string& key, const Counts& value);
+  std::string text() const;  // {"key": value, ...}
+
+ private:
+  JsonObject& member(const std::string& key, const std::string& value);
+  std::string members_;
+};
+
+// Writes the context and the rows to `path`; throws "<program>: --json:
+// cannot write <path>" if the file cannot be written.
+void write_json(const std::string& path, std::string_view program, const JsonObject& context,
+                const std::vector<JsonObject>& rows);
 
 }  // namespace dtensor::bench

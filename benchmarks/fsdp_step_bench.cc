@@ -14,7 +14,9 @@
 // the bytes of each rank's input buffers by kind, and the step time
 // (forward, backward, reductions, SGD update; the median over steps of the
 // max over ranks), with and without reshard_after_forward. Step 0's losses,
-// and every parameter after the last step, must agree (else exit 1).
+// and every parameter after the last step, must agree (else exit 1). Rank 0
+// prints a markdown table and, with --json=FILE, writes the same rows as
+// JSON (benchmarks/make_results.py reads it).
 //
 //   build/benchmarks/fsdp_step_bench                        # 4 threads, local backend
 //   mpirun -np 4 build/benchmarks/fsdp_step_bench --backend=mpi --steps=10
@@ -23,6 +25,7 @@
 //       --backend=nccl --ranks=1
 //   build/benchmarks/fsdp_step_bench --size=test --steps=1  # a tiny model
 //   build/benchmarks/fsdp_step_bench --rows=4               # 4 rows per rank (default 64)
+//   build/benchmarks/fsdp_step_bench --json=fsdp.json       # the rows as JSON too
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/autograd.h>
@@ -462,6 +465,7 @@ struct Options {
   int steps = 10;
   std::string size = "bench";  // or "test": a tiny model with uneven shards
   int64_t rows = 0;            // rows of the batch per rank; 0: the size's
+  std::string json;            // where rank 0 writes the rows as JSON; empty: nowhere
 };
 
 Config config_of(const std::string& size) {
@@ -515,6 +519,20 @@ void print_row(const char* name, bool reshard, const StepResult& r) {
               r.seconds.backward * 1e3, r.seconds.update * 1e3, r.loss);
 }
 
+JsonObject json_row(const char* name, bool reshard, const StepResult& r) {
+  JsonObject row;
+  row.string("implementation", name)
+      .boolean("reshard_after_forward", reshard)
+      .number("step_ms", r.seconds.step * 1e3)
+      .number("forward_ms", r.seconds.forward * 1e3)
+      .number("backward_ms", r.seconds.backward * 1e3)
+      .number("update_ms", r.seconds.update * 1e3)
+      .number("loss", r.loss)
+      .counts("collectives", r.calls)
+      .counts("bytes", r.bytes);
+  return row;
+}
+
 void run_rank(const Options& options, int rank) {
   Config config = config_of(options.size);
   if (options.rows > 0) config.rows_per_rank = options.rows;
@@ -536,6 +554,7 @@ void run_rank(const Options& options, int rank) {
   // and refuses a new module at a reused address.
   std::list<FullyShardStep> fully_shard_steps;
   std::vector<double> differences;
+  std::vector<JsonObject> table_rows;
   for (const bool reshard : {true, false}) {
     const Setup setup{config, mesh, x, y, reshard};
     FullyShardStep& fully_shard_step = fully_shard_steps.emplace_back(setup);
@@ -547,13 +566,25 @@ void run_rank(const Options& options, int rank) {
                   ", hand-written ", floor.loss);
     differences.push_back(max_difference(fully_shard_step.full_values(), zero3_step.full_values()));
     if (rank != 0) continue;
-    print_row("fully_shard", reshard, ours);
-    print_row("hand-written ZeRO-3", reshard, floor);
+    for (const auto& [name, r] : {std::pair<const char*, const StepResult&>{"fully_shard", ours},
+                                  {"hand-written ZeRO-3", floor}}) {
+      print_row(name, reshard, r);
+      table_rows.push_back(json_row(name, reshard, r));
+    }
     std::fflush(stdout);
   }
   if (rank == 0) {
     std::printf("\nParameters after %d steps, largest difference: %.2e (resharding), %.2e (not)\n",
                 options.steps + 1, differences[0], differences[1]);
+    if (!options.json.empty()) {
+      JsonObject context;
+      context.string("backend", options.backend)
+          .integer("ranks", options.ranks)
+          .integer("rows_per_rank", config.rows_per_rank)
+          .string("size", options.size)
+          .integer("steps", options.steps);
+      write_json(options.json, "fsdp_step_bench", context, table_rows);
+    }
   }
 }
 
@@ -576,10 +607,12 @@ Options parse(int argc, char** argv) {
       options.size = *v;
     } else if (auto v = value("--rows")) {
       options.rows = std::stoll(*v);
+    } else if (auto v = value("--json")) {
+      options.json = *v;
     } else {
       DTENSOR_CHECK(false,
                     "fsdp_step_bench: expected --backend=local|mpi|nccl, --ranks=N, --steps=N, "
-                    "--size=test|bench or --rows=N, found ",
+                    "--size=test|bench, --rows=N or --json=FILE, found ",
                     arg);
     }
   }

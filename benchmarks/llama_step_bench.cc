@@ -27,7 +27,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -438,33 +437,27 @@ struct Row {
   StepResult result;
 };
 
-// {"all_reduce": 9, ...}; the keys are collective names (no quotes to escape).
-std::string json_object(const Counts& counts) {
-  std::string text;
-  for (const auto& [kind, value] : counts) {
-    text += (text.empty() ? "\"" : ", \"") + kind + "\": " + std::to_string(value);
-  }
-  return "{" + text + "}";
-}
-
-// The rows of the table with the run's settings; mesh strings hold no quotes.
-void write_json(const Options& options, int ranks, double one_device_loss,
+// The rows of the table with the run's settings.
+void write_rows(const Options& options, int ranks, double one_device_loss,
                 const std::vector<Row>& rows) {
-  std::ofstream out(options.json);
-  DTENSOR_CHECK(out.good(), "llama_step_bench: --json: cannot write ", options.json);
-  out.precision(9);
-  out << "{\n  \"context\": {\"backend\": \"" << options.backend << "\", \"ranks\": " << ranks
-      << ", \"size\": \"" << options.size << "\", \"steps\": " << options.steps
-      << ", \"one_device_loss\": " << one_device_loss << "},\n  \"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& row = rows[i];
-    out << (i ? ",\n" : "\n") << "    {\"plan\": \"" << row.plan << "\", \"mesh\": \"" << row.mesh
-        << "\", \"implementation\": \"" << row.implementation
-        << "\", \"step_ms\": " << row.result.seconds * 1e3 << ", \"loss\": " << row.result.loss
-        << ", \"collectives\": " << json_object(row.result.calls)
-        << ", \"bytes\": " << json_object(row.result.bytes) << "}";
+  JsonObject context;
+  context.string("backend", options.backend)
+      .integer("ranks", ranks)
+      .string("size", options.size)
+      .integer("steps", options.steps)
+      .number("one_device_loss", one_device_loss);
+  std::vector<JsonObject> objects;
+  for (const Row& row : rows) {
+    objects.emplace_back()
+        .string("plan", row.plan)
+        .string("mesh", row.mesh)
+        .string("implementation", row.implementation)
+        .number("step_ms", row.result.seconds * 1e3)
+        .number("loss", row.result.loss)
+        .counts("collectives", row.result.calls)
+        .counts("bytes", row.result.bytes);
   }
-  out << "\n  ]\n}\n";
+  write_json(options.json, "llama_step_bench", context, objects);
 }
 
 double median(std::vector<double> values) {
@@ -527,7 +520,7 @@ void run_rank(const Options& options, int rank) {
     }
     std::fflush(stdout);
   }
-  if (rank == 0 && !options.json.empty()) write_json(options, ranks, one_device_loss, rows);
+  if (rank == 0 && !options.json.empty()) write_rows(options, ranks, one_device_loss, rows);
 }
 
 Options parse(int argc, char** argv) {

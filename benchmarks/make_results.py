@@ -98,6 +98,18 @@ buffers); step ms is the median over the steps of the slowest rank. Both compute
 0's loss equals one device's.
 """
 
+FSDP_ABOUT = """\
+`fsdp_step_bench` times one data-parallel SGD step (forward, backward with the gradient
+reductions, update) of a stack of residual MLP blocks (input 512 → 512, 4 blocks 512 → 2048 →
+512, output 16, float32; mean-squared error) under `fully_shard` (each block one group, the
+root's input and output layers one more), beside a hand-written ZeRO-3 step of the same model
+(per group one flat, padded shard; one all-gather before its forward and, when resharding, again
+before its backward; one averaged reduce-scatter of its flat gradient): the floor. Collectives
+and KiB are each rank's per step (KiB: the rank's input buffers); step ms is the median over the
+steps of the slowest rank; *ratio* = fully_shard's step ms ÷ the hand-written one's. Both compute
+one model: the program checks that their step-0 losses and final parameters agree.
+"""
+
 NCCL_ABOUT = """\
 From `scripts/gpu_check.sh --bench` on the lent GPU machine, which this script cannot reach: the
 JSON and the machine's logs are committed in `benchmarks/nccl/` and redrawn as they are. Both
@@ -438,6 +450,54 @@ def llama_section(results):
 
 
 # ---------------------------------------------------------------------------
+# fsdp_step_bench.
+
+
+def fsdp_section(results):
+    out = [FSDP_ABOUT]
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.4), squeeze=False)
+    for ax, (backend, path) in zip(axes.flat, results.items()):
+        data = json.loads(Path(path).read_text())
+        context, rows = data["context"], data["rows"]
+        out.append(f"\n### {BACKEND_TITLES[backend].format(n=context['ranks'])}\n\n")
+        out.append(f"{context['rows_per_rank']} rows per rank; step ms: median of "
+                   f"{context['steps']} steps.\n\n")
+        cases = {}  # reshard_after_forward: {"ours" | "floor": row}
+        for r in rows:
+            side = "ours" if r["implementation"] == "fully_shard" else "floor"
+            cases.setdefault(r["reshard_after_forward"], {})[side] = r
+        lines = []
+        for reshard, pair in cases.items():
+            ours, floor = pair["ours"], pair["floor"]
+            ratio = ours["step_ms"] / floor["step_ms"]
+            lines.append([f"reshard_after_forward={str(reshard).lower()}",
+                          counts_text(ours["collectives"]), counts_text(floor["collectives"]),
+                          counts_text(ours["bytes"], kib=True),
+                          counts_text(floor["bytes"], kib=True),
+                          f"{ours['step_ms']:.2f}", f"{floor['step_ms']:.2f}",
+                          bold_above(ratio, RATIO_TARGET, f"{ratio:.2f}")])
+        out.append(table(["case", "collectives (ours)", "collectives (hand-written)",
+                          "KiB sent (ours)", "KiB sent (hand-written)", "step ms (ours)",
+                          "step ms (hand-written)", "ratio"], lines))
+        out.append("\n")
+        x = range(len(cases))
+        ax.bar([i - 0.2 for i in x], [p["ours"]["step_ms"] for p in cases.values()], 0.4,
+               label="fully_shard")
+        ax.bar([i + 0.2 for i in x], [p["floor"]["step_ms"] for p in cases.values()], 0.4,
+               label="hand-written ZeRO-3")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels([f"reshard_after_forward\n{str(c).lower()}" for c in cases])
+        ax.set_ylabel("step ms (median)")
+        ax.set_title(f"{backend}, {context['ranks']} ranks")
+        ax.set_ylim(top=1.25 * max(r["step_ms"] for r in rows))
+        ax.legend(loc="upper right", ncol=2)
+    fig.suptitle("fully_shard training step vs a hand-written ZeRO-3 step")
+    fig.tight_layout()
+    out.append(save(fig, "fsdp_step"))
+    return out
+
+
+# ---------------------------------------------------------------------------
 # The committed NCCL run.
 
 
@@ -474,6 +534,8 @@ BENCHMARKS = [
     ("dispatch_bench", "Dispatch overhead", ["one"], dispatch_section),
     ("llama_step_bench", "Llama training step against a hand-written plan", ["local", "mpi"],
      llama_section),
+    ("fsdp_step_bench", "fully_shard step against a hand-written ZeRO-3 step", ["local", "mpi"],
+     fsdp_section),
 ]
 
 

@@ -5,7 +5,7 @@
 # benchmarks/RESULTS.md and the SVG plots in benchmarks/plots/ from their JSON.
 #
 #   bash benchmarks/make_results.sh                  # full: every size, >= 0.1 s per cell
-#   bash benchmarks/make_results.sh --quick          # 3 sizes, >= 0.01 s per cell, 3 Llama steps
+#   bash benchmarks/make_results.sh --quick          # 3 sizes, >= 0.01 s per cell, 3 training steps
 #   bash benchmarks/make_results.sh --build-dir=DIR  # benchmarks already built in DIR (Release)
 #   bash benchmarks/make_results.sh --render-only    # no run: redraw from benchmarks/results/
 #
@@ -82,7 +82,7 @@ if [[ -z "${build_dir}" ]]; then
   cmake -S . -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_WARNINGS_AS_ERRORS=ON \
     -DDTENSOR_BUILD_TESTS=OFF
   cmake --build "${build_dir}" -j "$(nproc)" --target collective_bench redistribute_bench \
-    dispatch_bench llama_step_bench
+    dispatch_bench llama_step_bench fsdp_step_bench
 fi
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "${build_dir}/CMakeCache.txt")"
 if [[ "${build_type}" != Release ]]; then
@@ -131,11 +131,11 @@ bin="${build_dir}/benchmarks"
 if [[ ${quick} == 1 ]]; then
   size_filter='/(16384|1048576|16777216)/|^plan_cache_hit/'
   gbench_flags=(--benchmark_min_time=0.01)
-  llama_steps=3
+  train_steps=3  # llama_step_bench, fsdp_step_bench
 else
   size_filter='.'
   gbench_flags=(--benchmark_min_time=0.1)
-  llama_steps=10
+  train_steps=10
 fi
 
 # Runs program $2 on backend $1 (local: 4 threads; mpi: mpirun; one: the
@@ -183,7 +183,10 @@ bench_redistribute_bench() {
 }
 bench_dispatch_bench() { gbench_run "$1" dispatch_bench; }
 bench_llama_step_bench() {
-  run_on "$1" llama_step_bench "--steps=${llama_steps}" "--json=${results}/llama_step_bench.$1.json"
+  run_on "$1" llama_step_bench "--steps=${train_steps}" "--json=${results}/llama_step_bench.$1.json"
+}
+bench_fsdp_step_bench() {
+  run_on "$1" fsdp_step_bench "--steps=${train_steps}" "--json=${results}/fsdp_step_bench.$1.json"
 }
 
 # Registered benchmarks: the program, then the backends it runs on.
@@ -192,6 +195,7 @@ registered=(
   "redistribute_bench local mpi"
   "dispatch_bench one"
   "llama_step_bench local mpi"
+  "fsdp_step_bench local mpi"
 )
 
 for entry in "${registered[@]}"; do
