@@ -4,8 +4,8 @@
 // 4 ranks: each forward and the backward its types give, on exact integer
 // values; a Megatron tensor-parallel MLP and its sequence-parallel variant
 // written with them equal one device (float64, 1e-12), gradients included,
-// with the collectives a hand-written plan has; bad arguments get a clear
-// error.
+// with the collectives a hand-written plan has (and the Megatron MLP equals
+// the same MLP on DTensors); bad arguments get a clear error.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +15,7 @@
 
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
+#include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/spmd/collectives.h>
 #include "tests/support/expect_error.h"
@@ -153,6 +154,20 @@ TEST(SpmdCollectivesTest, MegatronMlpMatchesOneDevice) {
     expect_near(x.grad(), reference.x.grad());
     expect_near(w1.grad(), reference.w1.grad().narrow(1, 2 * rank, 2));
     expect_near(w2.grad(), reference.w2.grad().narrow(0, 2 * rank, 2));
+
+    // The same MLP on DTensors, laid out alike, has the same values.
+    const DTensor x_dt = distribute_tensor(reference.x.detach().clone().requires_grad_(), mesh,
+                                           parse_placements("R"));
+    const DTensor w1_dt = distribute_tensor(reference.w1.detach().clone().requires_grad_(), mesh,
+                                            parse_placements("S(1)"));
+    const DTensor w2_dt = distribute_tensor(reference.w2.detach().clone().requires_grad_(), mesh,
+                                            parse_placements("S(0)"));
+    const at::Tensor y_dt = DTensor(at::mm(at::tanh(at::mm(x_dt, w1_dt)), w2_dt)).full_tensor();
+    expect_near(y_dt, y.detach());
+    (y_dt * reference.t).sum().backward();
+    expect_near(DTensor(x_dt.tensor().grad()).full_tensor(), x.grad());
+    expect_near(DTensor(w1_dt.tensor().grad()).to_local(), w1.grad());
+    expect_near(DTensor(w2_dt.tensor().grad()).to_local(), w2.grad());
   });
 }
 
