@@ -108,6 +108,27 @@ TEST(SpmdCollectivesTest, ForwardAndTypedBackward) {
   }
 }
 
+// On a (dp, tp) mesh of 2 x 2 a collective runs within the calling rank's
+// group of its mesh dim alone: dp groups {0, 2}, {1, 3}; tp groups {0, 1}, {2, 3}.
+TEST(SpmdCollectivesTest, RunsWithinOneMeshDim) {
+  run_ranks(kRanks, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"dp", "tp"});
+    const at::Tensor x = filled({1, 2}, rank + 1.0).requires_grad_();
+    const at::Tensor sum = all_reduce(x, mesh, "dp", ReplicatedType::kReplicate);
+    EXPECT_TRUE(at::equal(sum, filled({1, 2}, rank % 2 == 0 ? 1.0 + 3.0 : 2.0 + 4.0)));
+    const at::Tensor gathered = all_gather(x, mesh, "tp", 1, ReplicatedType::kReplicate);
+    const double first = rank < 2 ? 1.0 : 3.0;
+    EXPECT_TRUE(at::equal(
+        gathered, at::tensor({first, first, first + 1, first + 1}, at::kDouble).reshape({1, 4})));
+    // Gradients: the dp sum's all-reduce over dp, the tp gather's
+    // reduce-scatter over tp, each of rank + 10.
+    (sum * (rank + 10.0)).sum().add((gathered * (rank + 10.0)).sum()).backward();
+    const double dp_grad = rank % 2 == 0 ? 10.0 + 12.0 : 11.0 + 13.0;
+    const double tp_grad = rank < 2 ? 10.0 + 11.0 : 12.0 + 13.0;
+    EXPECT_TRUE(at::equal(x.grad(), filled({1, 2}, dp_grad + tp_grad))) << x.grad();
+  });
+}
+
 // Smooth, distinct float64 values.
 at::Tensor values(const std::vector<int64_t>& shape, double phase) {
   int64_t n = 1;
