@@ -4,7 +4,7 @@
 // column-parallel matmul written per rank equals one device exactly, values
 // and gradients (integer-valued float64, so every sum is exact); inputs laid
 // out otherwise are redistributed, or refused when asked; bad placements get
-// a clear error.
+// a clear error; typed collectives compose with it.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +14,7 @@
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/spmd/collectives.h>
 #include <dtensor/spmd/local_map.h>
 #include "tests/support/expect_error.h"
 
@@ -173,6 +174,37 @@ TEST(LocalMapTest, ReplicatedOutputGradientIsExact) {
     EXPECT_EQ(placements_of(x.tensor().grad()), "P(sum)");
     EXPECT_TRUE(
         at::equal(DTensor(x.tensor().grad()).full_tensor(), at::full({3, 4}, 2.0, at::kDouble)));
+  });
+}
+
+// Row-parallel matmul inside local_map with a typed collective: x split by
+// columns, w by rows, their local product all-reduced to a Replicate output.
+// The output's gradient (a pending sum) goes back through all_reduce's
+// backward (an all-reduce) to every rank's shard of x and w. (With
+// ReplicatedType::kInvariant, ranks other than 0 would get zero gradients:
+// a Replicate output must be R-typed.)
+TEST(LocalMapTest, ComposesWithTypedCollectives) {
+  const at::Tensor x = integers({3, 8}, 1);
+  const at::Tensor w = integers({8, 4}, 2);
+  const at::Tensor t = integers({3, 4}, 3);
+  const Reference reference = one_device(x, w, t);
+  run_ranks(kRanks, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"tp"});
+    const DTensor x_dt =
+        distribute_tensor(x.clone().requires_grad_(), mesh, parse_placements("S(1)"));
+    const DTensor w_dt =
+        distribute_tensor(w.clone().requires_grad_(), mesh, parse_placements("S(0)"));
+    const auto row_parallel_mm = local_map(
+        [&mesh](const std::vector<at::Tensor>& in) {
+          return std::vector<at::Tensor>{
+              spmd::all_reduce(at::mm(in[0], in[1]), mesh, "tp", spmd::ReplicatedType::kReplicate)};
+        },
+        {parse_placements("R")}, {parse_placements("S(1)"), parse_placements("S(0)")}, mesh);
+    const DTensor y(row_parallel_mm({x_dt.tensor(), w_dt.tensor()})[0]);
+    EXPECT_TRUE(at::equal(y.to_local(), reference.y));
+    (y.tensor() * distribute_tensor(t, mesh, parse_placements("R")).tensor()).sum().backward();
+    EXPECT_TRUE(at::equal(DTensor(x_dt.tensor().grad()).full_tensor(), reference.x_grad));
+    EXPECT_TRUE(at::equal(DTensor(w_dt.tensor().grad()).full_tensor(), reference.w_grad));
   });
 }
 
