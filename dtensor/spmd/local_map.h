@@ -26,7 +26,11 @@
 // pending sum (Partial(sum)). So a replicated input used by per-rank work
 // (x above) gets a Partial(sum) gradient holding each rank's term, and the
 // gradient of a replicated output reaches `fn` as one rank's value with
-// zeros elsewhere: summed over the ranks it is exact, whatever `fn` does.
+// zeros elsewhere: summed over the ranks it is exact. A Replicate output of
+// `fn` must therefore be R-typed: computed from R inputs alike on every rank,
+// or made by spmd::all_reduce(..., ReplicatedType::kReplicate), whose backward
+// all-reduces; an I-typed one (kInvariant) would leave the other ranks
+// without gradient (dtensor/spmd/collectives.h).
 //
 // The call is collective over the mesh: every rank calls it with the same
 // placements. Each DTensor output costs one small all-gather of the local
