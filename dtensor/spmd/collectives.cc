@@ -28,6 +28,10 @@ PlacementPtr replicated_gradient(ReplicatedType type) {
   return type == ReplicatedType::kReplicate ? Partial::make() : Replicate::make();
 }
 
+// `x`, this rank's part of a tensor of `global_shape` laid out as
+// `layouts.from` over mesh dim `dim`, laid out as `layouts.to` instead: a
+// from_local, a redistribute (planned and counted) and a to_local, whose
+// backwards carry the gradient layouts of `layouts`.
 at::Tensor relayout(const at::Tensor& x, const DeviceMesh& mesh, std::string_view dim,
                     std::vector<int64_t> global_shape, const Layouts& layouts) {
   FromLocalOptions options;
