@@ -396,8 +396,16 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
     }
     DTENSOR_CHECK(!problem, "from_local: ", *problem);
   }
+  DTensorSpecPtr grad_spec;
+  if (options.grad_placements) {
+    DTENSOR_CHECK(options.grad_placements->size() == placements.size(),
+                  "from_local: grad_placements: expected one per mesh dim (", placements.size(),
+                  "), found ", options.grad_placements->size());
+    grad_spec =
+        std::make_shared<const DTensorSpec>(spec->with_placements(*options.grad_placements));
+  }
   // The given tensor itself, strides and memory, as PyTorch keeps it: no copy.
-  DTensor out(local, spec);
+  DTensor out(from_local_with_grad(with_values_in_memory(local), spec, grad_spec));
   if (options.stride) {
     const c10::IntArrayRef strides = out.tensor().strides();
     DTENSOR_CHECK(c10::IntArrayRef(*options.stride) == strides,

@@ -124,6 +124,13 @@ struct FromLocalOptions {
   // shape, taken in the memory order of the local tensor's dims (a
   // transposed local tensor gives a transposed DTensor).
   std::optional<std::vector<int64_t>> stride;
+  // The layout the DTensor's gradient is brought to before its shard becomes
+  // `local`'s gradient (as to_local's grad_placements, in reverse): by
+  // default `placements` with Partial read as Replicate. Partial(sum) where a
+  // Replicate `local` is used as a value whose gradient is a pending sum
+  // (dtensor/spmd/local_map.h): the gradient's shard is then exact, one rank
+  // holding it and the others zeros.
+  std::optional<std::vector<PlacementPtr>> grad_placements;
 };
 
 // Builds a DTensor from each rank's shard. The shard is `local` itself, with

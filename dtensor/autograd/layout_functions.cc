@@ -139,9 +139,11 @@ at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& gr
   return out;
 }
 
-at::Tensor from_local_with_grad(const at::Tensor& local, const DTensorSpecPtr& spec) {
+at::Tensor from_local_with_grad(const at::Tensor& local, const DTensorSpecPtr& spec,
+                                const DTensorSpecPtr& grad_spec) {
   at::Tensor out = make_dtensor_tensor(local.detach(), spec);
-  record(local, out, "dtensor::FromLocalBackward", from_local_backward, gradient_spec(*spec));
+  record(local, out, "dtensor::FromLocalBackward", from_local_backward,
+         grad_spec ? grad_spec : gradient_spec(*spec));
   return out;
 }
 

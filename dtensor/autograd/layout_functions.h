@@ -11,8 +11,9 @@
 //    backward is an all-gather), or to a layout the caller names.
 //  - to_local: the local gradient becomes a DTensor laid out as `grad_spec`
 //    (by default the forward placements, Partial read as Replicate).
-//  - from_local: the DTensor gradient is redistributed to the forward
-//    placements (Partial read as Replicate) and its shard taken.
+//  - from_local: the DTensor gradient is redistributed to `grad_spec` (by
+//    default the forward placements, Partial read as Replicate) and its
+//    shard taken.
 // Each records a node only when grad mode is on and the input requires grad.
 #pragma once
 
@@ -32,8 +33,11 @@ at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr
 // The local shard of DTensor `tensor`, an alias of its storage.
 at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& grad_spec);
 
-// A DTensor of spec `spec` whose shard is `local`.
-at::Tensor from_local_with_grad(const at::Tensor& local, const DTensorSpecPtr& spec);
+// A DTensor of spec `spec` whose shard is `local`. The gradient is brought to
+// `grad_spec` before its shard is taken; by default (null) to `spec` with
+// Partial read as Replicate.
+at::Tensor from_local_with_grad(const at::Tensor& local, const DTensorSpecPtr& spec,
+                                const DTensorSpecPtr& grad_spec = nullptr);
 
 // The shard of DTensor `tensor` laid out as `placements`, recorded by no
 // autograd node (for kernels that compute on shards): planned and executed

@@ -551,10 +551,9 @@ TEST(DTensorTest, FromLocalRaggedKeepsGivenUnitsThatFitOnTwoDimMeshes) {
       const at::Tensor global = make_global(layout.shape);
       const std::vector<PlacementPtr> placements = parse_placements(layout.placements);
       const at::Tensor local = testing::expected_local(global, mesh, placements);
-      FromLocalOptions with_shape;
-      with_shape.shape = layout.shape;
-      std::vector<FromLocalOptions> options = {with_shape};
-      if (layout.shape.size() == 2) options.emplace_back();  // shape inferred
+      // With the shape, and on 2-D tensors also with the shape inferred.
+      std::vector<FromLocalOptions> options(layout.shape.size() == 2 ? 2 : 1);
+      options[0].shape = layout.shape;
       for (const FromLocalOptions& o : options) {
         DTensor dt = from_local(local, mesh, placements, o);
         EXPECT_EQ(placements_to_string(dt.placements()), layout.placements);
