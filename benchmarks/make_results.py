@@ -545,8 +545,13 @@ def machine_section(results_dir):
     commands = [line.split("\t", 1) for line in
                 (results_dir / "commands.txt").read_text().splitlines()]
     total = sum(int(seconds) for seconds, _ in commands)
-    shared = (f"**The machine was shared**: other builds ran beside the benchmarks (load average "
-              f"over 1, 5, 15 minutes: {m['load_start']} at the start, {m['load_end']} at the end)")
+    loads = (f"load average over 1, 5, 15 minutes: {m['load_start']} at the start, "
+             f"{m['load_end']} at the end, the benchmarks' own ranks included")
+    # A 1-minute load under 1 at the start: nothing else was running.
+    if float(m["load_start"].split()[0]) < 1:
+        shared = f"**The machine was quiet** when the run began ({loads})"
+    else:
+        shared = f"**The machine was shared**: other work ran beside the benchmarks ({loads})"
     if int(m["nproc"]) < 4:
         shared += f", and 4 ranks on {m['nproc']} cores are oversubscribed"
     return [
