@@ -98,8 +98,8 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
 
 // The arguments that only read a DTensor whose pending sums an earlier op
 // reduced to Replicate (DTensorImpl::fully_reduced_form) read that form
-// instead. Written
-// and viewed arguments keep theirs: what they alias must stay the same.
+// instead. Written and viewed arguments keep theirs: what they alias must
+// stay the same.
 void read_reduced_forms(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                         size_t num_arguments) {
   const std::vector<c10::Argument>& schema = op.schema().arguments();
