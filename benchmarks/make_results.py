@@ -409,6 +409,19 @@ def counts_text(counts, kib=False):
     return f"{total / 1024:.1f}: {parts}" if kib else f"{total}: {parts}"
 
 
+def step_bars(ax, labels, series, title):
+    """Two bars per label: ours, then the hand-written floor (`series`: label -> step ms)."""
+    x = range(len(labels))
+    for offset, (name, values) in zip((-0.2, 0.2), series.items()):
+        ax.bar([i + offset for i in x], values, 0.4, label=name)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel("step ms (median)")
+    ax.set_title(title)
+    ax.set_ylim(top=1.25 * max(max(values) for values in series.values()))
+    ax.legend(loc="upper right", ncol=2)
+
+
 def llama_section(results):
     out = [LLAMA_ABOUT]
     fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.4), squeeze=False)
@@ -432,17 +445,12 @@ def llama_section(results):
                          lines))
         out.append("\n")
         groups = list(floors)
-        x = range(len(groups))
         ours = {(r["plan"], r["mesh"]): r["step_ms"] for r in rows
                 if r["implementation"] == "dtensor"}
-        ax.bar([i - 0.2 for i in x], [ours[g] for g in groups], 0.4, label="dtensor")
-        ax.bar([i + 0.2 for i in x], [floors[g] for g in groups], 0.4, label="hand-written")
-        ax.set_xticks(list(x))
-        ax.set_xticklabels([f"{p}\n{mesh_text(m)}" for p, m in groups])
-        ax.set_ylabel("step ms (median)")
-        ax.set_title(f"{backend}, {context['ranks']} ranks")
-        ax.set_ylim(top=1.25 * max(r["step_ms"] for r in rows))
-        ax.legend(loc="upper right", ncol=2)
+        step_bars(ax, [f"{p}\n{mesh_text(m)}" for p, m in groups],
+                  {"dtensor": [ours[g] for g in groups],
+                   "hand-written": [floors[g] for g in groups]},
+                  f"{backend}, {context['ranks']} ranks")
     fig.suptitle("Llama training step: dtensor vs a hand-written Megatron plan")
     fig.tight_layout()
     out.append(save(fig, "llama_step"))
@@ -480,17 +488,10 @@ def fsdp_section(results):
                           "KiB sent (ours)", "KiB sent (hand-written)", "step ms (ours)",
                           "step ms (hand-written)", "ratio"], lines))
         out.append("\n")
-        x = range(len(cases))
-        ax.bar([i - 0.2 for i in x], [p["ours"]["step_ms"] for p in cases.values()], 0.4,
-               label="fully_shard")
-        ax.bar([i + 0.2 for i in x], [p["floor"]["step_ms"] for p in cases.values()], 0.4,
-               label="hand-written ZeRO-3")
-        ax.set_xticks(list(x))
-        ax.set_xticklabels([f"reshard_after_forward\n{str(c).lower()}" for c in cases])
-        ax.set_ylabel("step ms (median)")
-        ax.set_title(f"{backend}, {context['ranks']} ranks")
-        ax.set_ylim(top=1.25 * max(r["step_ms"] for r in rows))
-        ax.legend(loc="upper right", ncol=2)
+        step_bars(ax, [f"reshard_after_forward\n{str(c).lower()}" for c in cases],
+                  {"fully_shard": [p["ours"]["step_ms"] for p in cases.values()],
+                   "hand-written ZeRO-3": [p["floor"]["step_ms"] for p in cases.values()]},
+                  f"{backend}, {context['ranks']} ranks")
     fig.suptitle("fully_shard training step vs a hand-written ZeRO-3 step")
     fig.tight_layout()
     out.append(save(fig, "fsdp_step"))
