@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include <dtensor/base/check.h>
@@ -18,7 +19,8 @@
 namespace dtensor {
 namespace {
 
-// A row of one mesh dim and what moving the inputs to it costs.
+// A row of one mesh dim and what moving the inputs to it costs, with the
+// reduction it defers (Engine::deferred_reduction_cost).
 struct CandidateRow {
   ShardingRow row;
   double cost = 0;
@@ -222,7 +224,46 @@ class Engine {
       candidate.cost += placement_change_cost(*spec.placements()[m], *candidate.row.inputs[i],
                                               global_bytes(spec), call_.mesh().size(m), costs_);
     }
+    candidate.cost += deferred_reduction_cost(m, candidate.row);
     rows_[m].push_back(std::move(candidate));
+  }
+
+  // A row that keeps a pending sum pending (an input that is Partial on mesh
+  // dim m stays Partial into a Partial output) while it gathers another input
+  // only defers the sum's reduction, so it is priced with the all-reduce of
+  // the outputs it leaves pending. Without that, a gradient that is a pending
+  // sum meeting a row-split weight gathers the weight and stays pending (cheap
+  // now), then costs a gather and a reduce-scatter further on, where a
+  // hand-written plan reduces it once. A row that keeps a sum pending with
+  // nothing else to gather (a linear op, a norm's backward) is not priced:
+  // its sibling terms are pending too, and they are reduced once, together,
+  // where they meet. Nor is a Partial a row makes from unreduced inputs (a
+  // contraction over a split dim): producing it is what such a row is for.
+  double deferred_reduction_cost(int64_t m, const ShardingRow& row) const {
+    const DTensorSpec* pending = nullptr;
+    bool gathers = false;
+    for (size_t i = 0; i < call_.num_inputs(); ++i) {
+      const Placement& current = *call_.input(i).spec->placements()[m];
+      if (current.is_partial() && row.inputs[i]->is_partial()) {
+        pending = call_.input(i).spec.get();
+      } else if (!current.is_replicate() && current != *row.inputs[i]) {
+        gathers = true;
+      }
+    }
+    if (pending == nullptr || !gathers) return 0;
+    const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(pending->dtype()));
+    double cost = 0;
+    for (size_t j = 0; j < returns_.size(); ++j) {
+      if (row.outputs[j] == nullptr || !row.outputs[j]->is_partial()) continue;
+      const ReturnLayout& ret = returns_[j];
+      for (size_t k = ret.first_output; k < ret.first_output + ret.count; ++k) {
+        const int64_t numel =
+            std::accumulate(shapes_[k].begin(), shapes_[k].end(), int64_t{1}, std::multiplies<>());
+        cost += placement_change_cost(*row.outputs[j], *Replicate::make(), numel * element_bytes,
+                                      call_.mesh().size(m), costs_);
+      }
+    }
+    return cost;
   }
 
   // In-place and out= ops write into existing DTensors: their layouts stay,

@@ -4,12 +4,13 @@
 // an operator call on DTensors into a layout decision.
 //
 // `propagate` gathers the single-mesh-dim rows of every strategy registered
-// for the op (rules/strategy.h), expands them to the whole mesh (one row per mesh dim), drops
-// combinations that do not fit the real shapes (invalid specs, in-place
-// outputs that would change layout), and picks the cheapest by the cost of
-// moving the inputs (rules/cost.h; a combination that moves nothing wins
-// outright). The result says where each input must be before the local op,
-// how the op computes locally (the op's local kernel, if it has one), and the
+// for the op (rules/strategy.h), expands them to the whole mesh (one row per
+// mesh dim), drops combinations that do not fit the real shapes (invalid
+// specs, in-place outputs that would change layout), and picks the cheapest
+// by the cost of moving the inputs (rules/cost.h), plus the all-reduce a row
+// defers where it keeps a Partial input pending while gathering another
+// input. The result says where each input must be before the local op, how
+// the op computes locally (the op's local kernel, if it has one), and the
 // global shape and placements of each output. An op with a decomposition
 // (rules/decomposition.h) is only marked as such.
 //

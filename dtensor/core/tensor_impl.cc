@@ -97,6 +97,25 @@ const std::string* DTensorImpl::lost_write_reason() const {
   return view_source_.expired() ? nullptr : &view_note_;
 }
 
+std::array<int64_t, 4> DTensorImpl::origin_versions(const DTensorImpl& viewed) const {
+  return {version_counter().current_version(), local_._version(),
+          viewed.version_counter().current_version(), viewed.local_._version()};
+}
+
+void DTensorImpl::remember_view_origin(const at::Tensor& viewed, ShardView view) {
+  const DTensorImpl& impl = *dtensor_impl(viewed);
+  origin_ = Origin{WeakImpl(viewed.getIntrusivePtr()), std::move(view), origin_versions(impl)};
+}
+
+std::optional<DTensorImpl::ViewOrigin> DTensorImpl::view_origin() const {
+  if (!origin_.view) return std::nullopt;
+  at::Tensor viewed(origin_.viewed.lock());
+  if (!viewed.defined() || origin_versions(*dtensor_impl(viewed)) != origin_.versions) {
+    return std::nullopt;
+  }
+  return ViewOrigin{std::move(viewed), origin_.view};
+}
+
 bool DTensorImpl::reduced_forms_valid() const {
   return reduced_version_ == version_counter().current_version() &&
          reduced_local_version_ == local_._version();
@@ -139,6 +158,7 @@ void DTensorImpl::release_resources() {
     pending_.reset();
   }
   view_source_.reset();
+  origin_ = Origin();
   c10::TensorImpl::release_resources();
 }
 

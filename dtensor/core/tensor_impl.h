@@ -15,9 +15,12 @@
 // the handle they use, and `is_dtensor(t)` tells a wrapped tensor apart.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +87,20 @@ class DTensorImpl final : public c10::TensorImpl {
   // when none is valid.
   const at::Tensor* fully_reduced_form() const;
 
+  // A view of a DTensor with pending sums (the transpose of a gradient that
+  // autograd's mm backward takes, say) remembers the DTensor it views and how
+  // its shard is made from that DTensor's shard, so that reducing the view
+  // reduces the viewed DTensor once for both (dtensor/dispatch/op_runner.cc).
+  using ShardView = std::function<at::Tensor(const at::Tensor& viewed_shard)>;
+  void remember_view_origin(const at::Tensor& viewed, ShardView view);
+  struct ViewOrigin {
+    at::Tensor viewed;
+    const ShardView& view;
+  };
+  // The remembered origin while both DTensors live and neither has been
+  // written since; nullopt otherwise.
+  std::optional<ViewOrigin> view_origin() const;
+
   // Autograd detaches gradients through these; they keep the local shard
   // (and the copied-view mark).
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
@@ -115,6 +132,15 @@ class DTensorImpl final : public c10::TensorImpl {
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   WeakImpl view_source_{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   std::string view_note_;
+  // Set by remember_view_origin, with the versions of this DTensor, the
+  // viewed one and their shards at the time.
+  struct Origin {
+    WeakImpl viewed{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+    ShardView view;
+    std::array<int64_t, 4> versions{};
+  };
+  std::array<int64_t, 4> origin_versions(const DTensorImpl& viewed) const;
+  Origin origin_;
   // Set by remember_reduced_form: the forms (DTensors) and the versions of
   // this DTensor and of its shard they were made at.
   bool reduced_forms_valid() const;

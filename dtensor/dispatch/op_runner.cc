@@ -68,6 +68,44 @@ bool only_reduces(const DTensorSpec& source, const DTensorSpec& target) {
   return true;
 }
 
+// Whether `a` has pending sums, and `b` on the same mesh dims only.
+bool pending_on_same_dims(const std::vector<PlacementPtr>& a, const std::vector<PlacementPtr>& b) {
+  bool pending = false;
+  for (size_t m = 0; m < a.size(); ++m) {
+    if (a[m]->is_partial() != b[m]->is_partial()) return false;
+    pending = pending || a[m]->is_partial();
+  }
+  return pending;
+}
+
+at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target);
+
+// Reducing a view of a DTensor with pending sums (DTensorImpl::view_origin)
+// reduces the viewed DTensor on the same mesh dims, which remembers that form
+// for its own readers, and takes the view of the result: autograd's mm
+// backward reads a gradient both as it is and transposed, and a hand-written
+// plan reduces it once. Nullopt when `target` does more than reduce to
+// Replicate, or no origin is remembered.
+std::optional<at::Tensor> reduce_through_view_origin(const at::Tensor& t,
+                                                     const DTensorSpecPtr& target) {
+  const std::optional<DTensorImpl::ViewOrigin> origin = dtensor_impl(t)->view_origin();
+  if (!origin) return std::nullopt;
+  const std::vector<PlacementPtr>& mine = dtensor_impl(t)->spec()->placements();
+  const DTensorSpecPtr& viewed_spec = dtensor_impl(origin->viewed)->spec();
+  std::vector<PlacementPtr> reduced = viewed_spec->placements();
+  for (size_t m = 0; m < mine.size(); ++m) {
+    if (*mine[m] == *target->placements()[m]) continue;
+    if (!target->placements()[m]->is_replicate()) return std::nullopt;
+    reduced[m] = target->placements()[m];
+  }
+  const at::Tensor viewed_shard = local_for(
+      origin->viewed, std::make_shared<const DTensorSpec>(viewed_spec->with_placements(reduced)));
+  at::Tensor shard = origin->view(viewed_shard);
+  if (shard.sizes() != c10::IntArrayRef(target->local_layout().local_shape)) return std::nullopt;
+  dtensor_impl(t)->remember_reduced_form(make_dtensor_tensor(shard, target));
+  return shard;
+}
+
 // Plain inputs count as Replicate: a rule may still want them split or
 // Partial, which a plan from Replicate gives without communication.
 at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
@@ -87,6 +125,9 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
       return dtensor_impl(*form)->local();
     }
   }
+  if (!plain && only_reduces(*source, *target)) {
+    if (std::optional<at::Tensor> shard = reduce_through_view_origin(t, target)) return *shard;
+  }
   const RedistributePlanPtr plan = plan_redistribute(*source, target->placements());
   if (plan->steps.empty()) return local;
   at::Tensor result = execute_plan(*plan, local);
@@ -94,6 +135,22 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
     dtensor_impl(t)->remember_reduced_form(make_dtensor_tensor(result, target));
   }
   return result;
+}
+
+// `t`'s remembered form with every pending sum reduced, or, for a view whose
+// origin has one, the view of that form (remembered too); null when neither.
+const at::Tensor* fully_reduced_form_of(const at::Tensor& t) {
+  DTensorImpl& impl = *dtensor_impl(t);
+  if (const at::Tensor* form = impl.fully_reduced_form()) return form;
+  const std::optional<DTensorImpl::ViewOrigin> origin = impl.view_origin();
+  if (!origin || dtensor_impl(origin->viewed)->fully_reduced_form() == nullptr) return nullptr;
+  std::vector<PlacementPtr> reduced = impl.spec()->placements();
+  for (PlacementPtr& p : reduced) {
+    if (p->is_partial()) p = Replicate::make();
+  }
+  reduce_through_view_origin(
+      t, std::make_shared<const DTensorSpec>(impl.spec()->with_placements(reduced)));
+  return impl.fully_reduced_form();
 }
 
 // The arguments that only read a DTensor whose pending sums an earlier op
@@ -108,7 +165,7 @@ void read_reduced_forms(const c10::OperatorHandle& op, torch::jit::Stack& stack,
     if (!value.isTensor() || schema[a].alias_info() != nullptr) continue;
     const at::Tensor& tensor = value.toTensor();
     if (!is_dtensor(tensor)) continue;
-    if (const at::Tensor* reduced = dtensor_impl(tensor)->fully_reduced_form()) value = *reduced;
+    if (const at::Tensor* reduced = fully_reduced_form_of(tensor)) value = *reduced;
   }
 }
 
@@ -202,6 +259,39 @@ void mark_copied_view(const c10::OperatorHandle& op, size_t j, c10::ArrayRef<c10
                                   placements_to_string(used), "] first: a copy, not a view"));
 }
 
+// A true view (sharing the viewed shard's memory, made by the op's own local
+// call) of a DTensor with pending sums that stay pending on the same mesh
+// dims remembers its origin (DTensorImpl::remember_view_origin): its shard is
+// the op applied to the viewed shard, with the same other arguments.
+void remember_view_of_pending_sums(const c10::OperatorHandle& op, size_t j,
+                                   c10::ArrayRef<c10::IValue> arguments, const Propagation& p,
+                                   const at::Tensor& out) {
+  const c10::AliasInfo* alias = op.schema().returns()[j].alias_info();
+  if (alias == nullptr || alias->isWrite() || !out.defined() || p.local_kernel || p.redistributes ||
+      arguments.empty() || !arguments[0].isTensor() || !is_dtensor(arguments[0].toTensor())) {
+    return;
+  }
+  const at::Tensor& viewed = arguments[0].toTensor();
+  if (!pending_on_same_dims(dtensor_impl(viewed)->spec()->placements(),
+                            dtensor_impl(out)->spec()->placements()) ||
+      !dtensor_impl(out)->local().is_alias_of(dtensor_impl(viewed)->local())) {
+    return;
+  }
+  std::vector<c10::IValue> others(arguments.begin(), arguments.end());
+  others[0] = c10::IValue();  // the viewed DTensor: not kept alive by its view
+  if (std::any_of(others.begin(), others.end(),
+                  [](const c10::IValue& v) { return v.isTensor(); })) {
+    return;
+  }
+  dtensor_impl(out)->remember_view_origin(
+      viewed, [op, others = std::move(others), j](const at::Tensor& viewed_shard) {
+        torch::jit::Stack stack = others;
+        stack[0] = viewed_shard;
+        op.callBoxed(stack);
+        return stack[j].toTensor();
+      });
+}
+
 }  // namespace
 
 void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
@@ -258,6 +348,7 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
     } else if (ret.kind == ReturnLayout::Kind::kTensor) {
       at::Tensor out = wrap(op, propagation, ret.first_output, locals[j].toTensor(), mesh);
       mark_copied_view(op, j, arguments, propagation, out);
+      remember_view_of_pending_sums(op, j, arguments, propagation, out);
       stack.push_back(std::move(out));
     } else if (ret.kind == ReturnLayout::Kind::kTensorList) {
       c10::List<at::Tensor> list;

@@ -58,14 +58,14 @@ const Counts kTensorParallel = {{"all_gather_v", 1}, {"all_reduce", 9}};
 const Counts kSequenceParallel = {{"all_gather_v", 10}, {"all_reduce", 1}, {"reduce_scatter_v", 9}};
 const Counts kLossParallel = {{"all_reduce", 11}};
 // Rowwise outputs left Partial into the residual adds, no block plan (issue
-// 17, finding 5): forward as kTensorParallel (each pending sum reduced once,
-// where a norm first needs it, 4 all-reduces, and the logits' all-gather;
-// 13 before pending sums remembered their reduced forms), then the norm
-// weights' bucket. Backward is not yet the floor: 8 all-gathers and 4
-// reduce-scatters where a hand-written plan all-reduces each block's input
-// gradient once (4): each op picks its cheapest layout alone, and on this
-// small model gathering a weight costs less than reducing a gradient.
-const Counts kPartialResidual = {{"all_gather_v", 9}, {"all_reduce", 5}, {"reduce_scatter_v", 4}};
+// 17, finding 5): the hand-written TP plan's collectives. Forward: each
+// pending sum reduced once, where a norm first needs it (4), and the logits'
+// all-gather. Backward: each block's output gradient, a pending sum since the
+// head, reduced once where it meets the row-split weight (4; a row that would
+// gather the weight to keep the sum pending is priced with the all-reduce it
+// defers), also for the transpose autograd's mm backward reads (the view
+// reduces its origin); then the norm weights' bucket.
+const Counts kPartialResidual = kTensorParallel;
 // 2-D (dp 2, tp 2): the 1-D plan's collectives on tp, plus fully_shard's
 // per group (2 blocks, the root) one all-gather and one reduce-scatter on dp
 // (the hand-written FSDP + TP count: 16 for TP). Pending sums over tp (the

@@ -66,6 +66,64 @@ TEST(DispatchTest, PendingSumIsReducedOnceForAllItsReaders) {
   });
 }
 
+// Autograd's mm backward reads a gradient both as it is and transposed: a
+// view of a pending sum reduces the DTensor it views, once for both readers.
+TEST(DispatchTest, AViewOfAPendingSumReducesItsOriginOnceForBoth) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({6, 5});
+    const at::Tensor b = signed_iota({6, 3});
+    const DTensor g = partial_sum_terms(a, mesh);
+    CollectiveCounter counter;
+    const at::Tensor transposed = g.tensor().t();
+    EXPECT_DT(at::exp(transposed), at::exp(a.t()), "R");
+    EXPECT_DT(at::exp(g), at::exp(a), "R");
+    // A new view of it reads that form too: the product is replicated.
+    EXPECT_DT(at::mm(g.tensor().t(), dist(b, mesh, "R")), at::mm(a.t(), b), "R");
+    EXPECT_EQ(counter.count("all_reduce"), 1);
+    EXPECT_EQ(counter.total(), 1);
+    EXPECT_EQ(placements_of(transposed), "P(sum)");
+  });
+}
+
+// A view whose origin was written since it was taken reduces on its own.
+TEST(DispatchTest, AViewOfAWrittenPendingSumReducesItself) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({6, 5});
+    DTensor g = partial_sum_terms(a, mesh);
+    const at::Tensor transposed = g.tensor().t();
+    at::Tensor written = g;
+    written.mul_(2);  // the view shares the memory: it reads 2a too
+    CollectiveCounter counter;
+    EXPECT_DT(at::exp(transposed), at::exp(a.t() * 2), "R");
+    EXPECT_DT(at::exp(g), at::exp(a * 2), "R");
+    EXPECT_EQ(counter.count("all_reduce"), 2);
+  });
+}
+
+// A pending sum meeting a row-split weight is reduced (one all-reduce), not
+// kept pending by gathering the weight, which would leave a larger sum to
+// reduce further on: what a hand-written plan does with a gradient that
+// reaches a row-parallel layer.
+TEST(DispatchTest, APendingSumMeetingARowSplitWeightIsReduced) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({32, 16}).to(at::kDouble);
+    const at::Tensor w = signed_iota({16, 24}).to(at::kDouble);
+    const DTensor g = partial_sum_terms(a, mesh);
+    const DTensor split_weight = dist(w, mesh, "S(1)");
+    at::Tensor product;
+    {
+      CollectiveCounter counter;
+      product = at::mm(g, split_weight);
+      EXPECT_EQ(counter.count("all_reduce"), 1);
+      EXPECT_EQ(counter.total(), 1);
+    }
+    EXPECT_DT(product, at::mm(a, w), "S(1)");
+  });
+}
+
 // A write into the DTensor, or into its shard through to_local, makes the
 // remembered form stale: the next reader reduces the new values again.
 TEST(DispatchTest, WritesMakeAReducedFormStale) {
