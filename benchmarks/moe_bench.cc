@@ -9,16 +9,20 @@
 // Dispatch sends rank p the rows of weight ((p - q) mod n) + 1 out of
 // 1 + 2 + ... + n (collective_bench's all_to_all_v counts, uneven per pair);
 // combine sends them back with the counts swapped. The spmd pair allocates
-// its outputs (as a layer does); the raw pair writes into buffers made once
-// (the floor). Bytes per rank: 16 KiB .. 64 MiB in powers of 4.
+// its outputs (as a layer does). Two raw pairs: one writing into buffers
+// made once (the floor), one allocating its outputs as a hand-written layer
+// would (fresh multi-MiB buffers page-fault: the gap between the two raw
+// pairs is the allocation's cost). Bytes per rank: 16 KiB .. 64 MiB in
+// powers of 4.
 //
 // Timing as redistribute_bench: per run one untimed warm-up of each; each
-// iteration times both pairs, alternating which goes first, each as barrier,
-// the two calls, all_reduce(max) of the elapsed seconds. The spmd pair's time
-// is Google Benchmark's manual time. Counters:
+// iteration times the three pairs, rotating which goes first, each as
+// barrier, the two calls, all_reduce(max) of the elapsed seconds. The spmd
+// pair's time is Google Benchmark's manual time. Counters:
 //   raw_us        mean raw pair time per iteration (max over ranks), µs
 //   ratio_to_raw  sum of spmd pair times / sum of raw pair times (the goal
 //                 is <= 1.1)
+//   ratio_to_raw_allocating  the same against the allocating raw pair
 //   busbw_gbps    2 × bytes × (n-1)/n / spmd pair time / 1e9 (nccl-tests'
 //                 all_to_all factor, two collectives)
 //   bytes, ranks  the tokens' bytes per rank, the world size
@@ -27,8 +31,9 @@
 // Run (from the build directory; the flags are collective_bench's):
 //   benchmarks/moe_bench --backend=local --ranks=4 --benchmark_min_time=0.05
 //   mpirun -np 4 --oversubscribe benchmarks/moe_bench --backend=mpi --benchmark_min_time=0.05
+#include <array>
+#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +58,13 @@ constexpr int64_t kMinBytes = int64_t{16} << 10;
 constexpr int64_t kMaxBytes = int64_t{64} << 20;
 constexpr int64_t kBytesStep = 4;
 
+// Seconds of one iteration of each pair.
+struct Times {
+  double raw = 0;
+  double raw_allocating = 0;
+  double spmd = 0;
+};
+
 // One benchmark run of `bytes` per rank on one rank.
 class DispatchCombineRun {
  public:
@@ -68,34 +80,39 @@ class DispatchCombineRun {
     raw_dispatched_ = at::zeros({rows, kColumns}, ctx.options);
     raw_combined_ = at::zeros({rows, kColumns}, ctx.options);
     run_raw();  // untimed warm-ups
+    run_raw_allocating();
     run_spmd();
     bench::synchronize_device(ctx_);
   }
 
-  // Seconds of the raw pair and of the spmd pair in iteration `i`, each the
-  // max over ranks.
-  std::pair<double, double> time_one(int64_t i) {
-    double raw = 0;
-    double spmd = 0;
-    const auto time_raw = [&] { raw = bench::time_max_over_ranks(ctx_, [&] { run_raw(); }); };
-    const auto time_spmd = [&] {
-      at::Tensor out;
-      spmd = bench::time_max_over_ranks(ctx_, [&] { out = run_spmd(); });
-    };
-    if (i % 2 == 0) {
-      time_raw();
-      time_spmd();
-    } else {
-      time_spmd();
-      time_raw();
-    }
-    return {raw, spmd};
+  // Seconds of each pair in iteration `i`, each the max over ranks; which
+  // goes first rotates.
+  Times time_one(int64_t i) {
+    Times t;
+    const std::array<std::function<void()>, 3> timed = {
+        [&] { t.raw = bench::time_max_over_ranks(ctx_, [&] { run_raw(); }); },
+        [&] { t.raw_allocating = bench::time_max_over_ranks(ctx_, [&] { run_raw_allocating(); }); },
+        [&] {
+          at::Tensor out;
+          t.spmd = bench::time_max_over_ranks(ctx_, [&] { out = run_spmd(); });
+        }};
+    for (size_t k = 0; k < timed.size(); ++k) timed[(i + k) % timed.size()]();
+    return t;
   }
 
  private:
   void run_raw() {
     ctx_.comm->all_to_all_v(tokens_, send_, raw_dispatched_, recv_);
     ctx_.comm->all_to_all_v(raw_dispatched_, recv_, raw_combined_, send_);
+  }
+
+  // As a hand-written layer would: the outputs are new tensors. Every rank
+  // receives as many rows as it sends (collective_bench's counts).
+  void run_raw_allocating() {
+    at::Tensor dispatched = at::empty_like(tokens_);
+    ctx_.comm->all_to_all_v(tokens_, send_, dispatched, recv_);
+    at::Tensor combined = at::empty_like(tokens_);
+    ctx_.comm->all_to_all_v(dispatched, recv_, combined, send_);
   }
 
   at::Tensor run_spmd() const {
@@ -140,21 +157,22 @@ class MoeBenchRank final : public BenchRank {
   void run(benchmark::State& state, int64_t bytes) {
     announce(Command{0, bytes, static_cast<int64_t>(state.max_iterations)});
     DispatchCombineRun run(ctx(), mesh_, bytes);
-    double raw_seconds = 0;
-    double spmd_seconds = 0;
+    Times sum;
     int64_t i = 0;
     for (auto _ : state) {
-      const auto [raw, spmd] = run.time_one(i++);
-      state.SetIterationTime(spmd);
-      raw_seconds += raw;
-      spmd_seconds += spmd;
+      const Times t = run.time_one(i++);
+      state.SetIterationTime(t.spmd);
+      sum.raw += t.raw;
+      sum.raw_allocating += t.raw_allocating;
+      sum.spmd += t.spmd;
     }
     const double iterations = static_cast<double>(state.iterations());
     const double bus_bytes =
         2.0 * static_cast<double>(bytes) * bench::gather_scatter_factor(bench::size_of(ctx()));
-    state.counters["raw_us"] = raw_seconds / iterations * 1e6;
-    state.counters["ratio_to_raw"] = spmd_seconds / raw_seconds;
-    state.counters["busbw_gbps"] = bus_bytes * iterations / spmd_seconds / 1e9;
+    state.counters["raw_us"] = sum.raw / iterations * 1e6;
+    state.counters["ratio_to_raw"] = sum.spmd / sum.raw;
+    state.counters["ratio_to_raw_allocating"] = sum.spmd / sum.raw_allocating;
+    state.counters["busbw_gbps"] = bus_bytes * iterations / sum.spmd / 1e9;
     state.counters["bytes"] =
         benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults,
                            benchmark::Counter::OneK::kIs1024);
