@@ -5,11 +5,14 @@
 // values; a Megatron tensor-parallel MLP and its sequence-parallel variant
 // written with them equal one device (float64, 1e-12), gradients included,
 // with the collectives a hand-written plan has (and the Megatron MLP equals
-// the same MLP on DTensors); bad arguments get a clear error.
+// the same MLP on DTensors); all_to_all and all_to_all_v (run-time splits,
+// some empty) move exact values and their gradients back; bad arguments get
+// a clear error.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -224,6 +227,160 @@ TEST(SpmdCollectivesTest, ReduceScatterOfUnevenRows) {
     EXPECT_TRUE(at::equal(y, sum.narrow(0, begin, std::min<int64_t>(2, 5 - begin))));
     y.backward(at::full_like(y, rank + 10.0));
     EXPECT_TRUE(at::equal(x.grad(), at::tensor({10.0, 10.0, 11.0, 11.0, 12.0}, at::kDouble)));
+  });
+}
+
+// An all_to_all is one redistribute step each way, which the planner runs
+// as its all-to-all (named all_to_all_v: the block transition cuts any dim).
+void expect_one_exchange_each_way(const CollectiveCounter& counter) {
+  const std::map<std::string, int64_t, std::less<>> expected = {{"all_to_all_v", 2}};
+  EXPECT_EQ(counter.by_collective(), expected);
+}
+
+// all_to_all on [4, 2] tensors, rank r holding 100 r + (0..7): row p goes
+// to rank p, which concatenates the rows along dim 1 in rank order. The
+// backward sends each gradient entry back where its value came from.
+TEST(SpmdCollectivesTest, AllToAllAcrossDims) {
+  run_ranks(kRanks, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"ep"});
+    const at::Tensor x =
+        at::arange(8, at::kDouble).reshape({4, 2}).add(100.0 * rank).requires_grad_();
+    CollectiveCounter counter;
+    const at::Tensor y = all_to_all(x, mesh, "ep", /*split_dim=*/0, /*concat_dim=*/1);
+    std::vector<double> expected;  // rank q's row `rank`: 2 rank + j + 100 q
+    for (int q = 0; q < kRanks; ++q) {
+      for (int j = 0; j < 2; ++j) expected.push_back(2 * rank + j + 100.0 * q);
+    }
+    EXPECT_TRUE(at::equal(y, at::tensor(expected, at::kDouble).reshape({1, 8}))) << y;
+    y.backward(y.detach() + 1000.0 * rank);
+    expect_one_exchange_each_way(counter);
+    // x[p, j] went to rank p, whose gradient there is its value + 1000 p.
+    const at::Tensor p = at::arange(4, at::kDouble).unsqueeze(1);
+    EXPECT_TRUE(at::equal(x.grad(), x.detach() + 1000.0 * p)) << x.grad();
+  });
+}
+
+// split_dim == concat_dim: rank r's [8, 1] rows 100 r + (0..7) cut into 4
+// pieces of 2; rank p receives every rank's piece p, in rank order.
+TEST(SpmdCollectivesTest, AllToAllAlongOneDim) {
+  run_ranks(kRanks, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"ep"});
+    const at::Tensor x = at::arange(8, at::kDouble).add(100.0 * rank).unsqueeze(1).requires_grad_();
+    CollectiveCounter counter;
+    const at::Tensor y = all_to_all(x, mesh, "ep", 0, 0);
+    std::vector<double> expected;
+    for (int q = 0; q < kRanks; ++q) {
+      for (int i = 0; i < 2; ++i) expected.push_back(2 * rank + i + 100.0 * q);
+    }
+    EXPECT_TRUE(at::equal(y, at::tensor(expected, at::kDouble).unsqueeze(1))) << y;
+    y.backward(y.detach() + 1000.0 * rank);
+    expect_one_exchange_each_way(counter);
+    const at::Tensor p = at::arange(4, at::kDouble).repeat_interleave(2).unsqueeze(1);
+    EXPECT_TRUE(at::equal(x.grad(), x.detach() + 1000.0 * p)) << x.grad();
+  });
+}
+
+// Rows rank q sends rank p under all_to_all_v below: 0, 1 or 2, so some
+// pairs exchange nothing.
+int64_t rows_from_to(int64_t q, int64_t p) { return (q + 2 * p) % 3; }
+
+// Rank q's rows for rank p: [100 q + 10 p + i, -(100 q + 10 p + i)].
+at::Tensor rows_for(int64_t q, int64_t p) {
+  const at::Tensor v = at::arange(rows_from_to(q, p), at::kDouble).add(100.0 * q + 10.0 * p);
+  return at::stack({v, -v}, 1);
+}
+
+TEST(SpmdCollectivesTest, AllToAllVWithRunTimeSplits) {
+  run_ranks(kRanks, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"ep"});
+    std::vector<int64_t> send(kRanks), expected_recv(kRanks);
+    std::vector<at::Tensor> sent, expected_rows;
+    for (int p = 0; p < kRanks; ++p) {
+      send[p] = rows_from_to(rank, p);
+      expected_recv[p] = rows_from_to(p, rank);
+      sent.push_back(rows_for(rank, p));
+      expected_rows.push_back(rows_for(p, rank));
+    }
+    const at::Tensor x = at::cat(sent).requires_grad_();
+    CollectiveCounter counter;
+    const std::vector<int64_t> recv = exchange_split_sizes(x, send, mesh, "ep");
+    EXPECT_EQ(recv, expected_recv);
+    EXPECT_EQ(counter.count("all_to_all"), 1);
+    const at::Tensor y = all_to_all_v(x, mesh, "ep", send, recv);
+    EXPECT_TRUE(at::equal(y, at::cat(expected_rows))) << y;
+    y.backward(y.detach() + 1000.0 * rank);
+    EXPECT_EQ(counter.count("all_to_all_v"), 2);
+    EXPECT_EQ(counter.total(), 3);
+    // Rank `rank`'s rows for rank p come back with p's 1000 p added.
+    std::vector<at::Tensor> expected_grad;
+    for (int p = 0; p < kRanks; ++p) expected_grad.push_back(rows_for(rank, p) + 1000.0 * p);
+    EXPECT_TRUE(at::equal(x.grad(), at::cat(expected_grad))) << x.grad();
+  });
+}
+
+// Two counts per rank (an MoE's two experts per rank): rank q sends rank p
+// q + p rows for its first expert and 2 q + p for its second.
+TEST(SpmdCollectivesTest, ExchangeSplitSizesOfSeveralCountsPerRank) {
+  run_ranks(kRanks, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"ep"});
+    std::vector<int64_t> send, expected;
+    for (int p = 0; p < kRanks; ++p) {
+      send.insert(send.end(), {rank + p, 2 * rank + p});
+      expected.insert(expected.end(), {p + rank, 2 * p + rank});
+    }
+    const at::Tensor x = filled({3 * rank * kRanks + 2 * (0 + 1 + 2 + 3), 2}, 1.0);
+    EXPECT_EQ(exchange_split_sizes(x, send, mesh, "ep"), expected);
+  });
+}
+
+TEST(SpmdCollectivesTest, AllToAllVBadArgumentsAreErrors) {
+  run_ranks(kRanks, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"ep"});
+    const at::Tensor x = filled({4, 2}, 1.0);
+    DTENSOR_EXPECT_ERROR((all_to_all_v(x, mesh, "ep", {1, 1, 2}, {1, 1, 1, 1})),
+                         "all_to_all_v: send_splits: expected 1 count(s) per rank of the mesh "
+                         "dim (4 in all), found 3");
+    DTENSOR_EXPECT_ERROR((all_to_all_v(x, mesh, "ep", {1, 1, 1, 2}, {1, 1, 1, 1})),
+                         "all_to_all_v: send_splits: expected counts summing to x.size(0) (4), "
+                         "found 5");
+    DTENSOR_EXPECT_ERROR((all_to_all_v(x, mesh, "ep", {1, 1, 1, 1}, {2, -1, 1, 1})),
+                         "all_to_all_v: recv_splits: expected counts >= 0, found -1");
+    DTENSOR_EXPECT_ERROR((all_to_all_v(filled({}, 1.0), mesh, "ep", {1, 0, 0, 0}, {1, 0, 0, 0})),
+                         "all_to_all_v: expected a tensor with at least one dim (rows), found a "
+                         "0-dim tensor");
+    DTENSOR_EXPECT_ERROR((exchange_split_sizes(x, {4, 0, 0, 0, 0}, mesh, "ep")),
+                         "exchange_split_sizes: send_splits: expected 1 count(s) per rank of the "
+                         "mesh dim (4 in all), found 5");
+    DTENSOR_EXPECT_ERROR(all_to_all(x, mesh, "ep", 1, 0),
+                         "all_to_all: split_dim: expected a size divisible by the 4 ranks of "
+                         "\"ep\", found 2 (shape [4, 2])");
+    DTENSOR_EXPECT_ERROR(all_to_all(x, mesh, "ep", 0, 2),
+                         "all_to_all: concat_dim: expected a dim in [-2, 2) of a tensor of "
+                         "shape [4, 2], found 2");
+  });
+}
+
+// A rank whose rows differ in dtype or shape from the others' makes
+// exchange_split_sizes fail on every rank, before any row moves.
+TEST(SpmdCollectivesTest, ExchangeSplitSizesChecksEveryRanksRows) {
+  run_ranks(kRanks, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"ep"});
+    const std::vector<int64_t> send = {1, 1, 1, 1};
+    const at::Tensor x = rank == 2 ? at::ones({4, 2}, at::kFloat) : filled({4, 2}, 1.0);
+    DTENSOR_EXPECT_ERROR(
+        exchange_split_sizes(x, send, mesh, "ep"),
+        rank == 2
+            ? "exchange_split_sizes: expected every rank's x of dtype Float (this rank's), found "
+              "Double on rank 0 of \"ep\""
+            : "exchange_split_sizes: expected every rank's x of dtype Double (this rank's), found "
+              "Float on rank 2 of \"ep\"");
+    const at::Tensor wide = rank == 1 ? filled({4, 3}, 1.0) : filled({4, 2}, 1.0);
+    DTENSOR_EXPECT_ERROR(exchange_split_sizes(wide, send, mesh, "ep"),
+                         rank == 1
+                             ? "exchange_split_sizes: expected every rank's x with rows of shape "
+                               "[3] (this rank's), found other rows on rank 0 of \"ep\""
+                             : "exchange_split_sizes: expected every rank's x with rows of shape "
+                               "[2] (this rank's), found other rows on rank 1 of \"ep\"");
   });
 }
 
