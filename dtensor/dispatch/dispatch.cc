@@ -30,26 +30,26 @@ void dtensor_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::j
   run_on_dtensors(op, *stack, modes, bits);
 }
 
-// One Library per namespace: torch::Library refuses a second IMPL block of
-// the same namespace and key in one place, so they live for the process.
-torch::Library& library_for(const std::string& ns) {
+// One Library per (namespace, key): torch::Library refuses a second IMPL
+// block of the same namespace and key in one place, so they live for the
+// process.
+torch::Library& library_for(const std::string& ns, c10::DispatchKey key) {
   static std::mutex mutex;
-  static auto* libraries = new absl::flat_hash_map<std::string, std::unique_ptr<torch::Library>>();
+  static auto* libraries = new absl::flat_hash_map<std::pair<std::string, c10::DispatchKey>,
+                                                   std::unique_ptr<torch::Library>>();
   std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = (*libraries)[ns];
+  auto& slot = (*libraries)[{ns, key}];
   if (!slot) {
-    slot = std::make_unique<torch::Library>(torch::Library::IMPL, ns, kDTensorDispatchKey, __FILE__,
-                                            __LINE__);
+    slot = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__, __LINE__);
   }
   return *slot;
 }
 
-void register_kernel(const c10::OperatorName& name) {
+void register_kernel(const c10::OperatorName& name, c10::DispatchKey key,
+                     torch::CppFunction kernel) {
   const std::string full = op_name_string(name);
   const auto colon = full.find("::");
-  library_for(full.substr(0, colon))
-      .impl(full.substr(colon + 2).c_str(),
-            torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>());
+  library_for(full.substr(0, colon), key).impl(full.substr(colon + 2).c_str(), std::move(kernel));
 }
 
 // Composite ops decompose before they reach the DTensor key, and keep their
@@ -58,17 +58,11 @@ bool decomposes(const c10::OperatorHandle& op) {
   return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
 }
 
-bool register_aten_kernels() {
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    auto op = dispatcher.findOp(name);
-    if (op && !decomposes(*op)) register_kernel(name);
-  }
+const bool aten_kernels_registered = [] {
+  register_kernel_for_every_aten_op(kDTensorDispatchKey,
+                                    torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>);
   return true;
-}
-
-const bool aten_kernels_registered = register_aten_kernels();
+}();
 
 TORCH_LIBRARY_IMPL(_, PrivateUse3, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>());
@@ -90,6 +84,16 @@ ScopedImplicitReplication::ScopedImplicitReplication()
 
 uint64_t dispatch_mode_bits() { return tls_mode_bits; }
 
+void register_kernel_for_every_aten_op(c10::DispatchKey key,
+                                       const std::function<torch::CppFunction()>& make_kernel) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (op && !decomposes(*op)) register_kernel(name, key, make_kernel());
+  }
+}
+
 void register_dtensor_kernel(std::string_view op_name) {
   const c10::OperatorName name = parse_op_name(op_name, "register_dtensor_kernel");
   auto op = c10::Dispatcher::singleton().findOp(name);
@@ -99,7 +103,8 @@ void register_dtensor_kernel(std::string_view op_name) {
                 op_name, "\"");
   DTENSOR_CHECK(!op->hasKernelForDispatchKey(kDTensorDispatchKey), "register_dtensor_kernel: \"",
                 op_name, "\" already reaches the DTensor kernel");
-  register_kernel(name);
+  register_kernel(name, kDTensorDispatchKey,
+                  torch::CppFunction::makeFromBoxedFunction<&dtensor_kernel>());
 }
 
 }  // namespace dtensor

@@ -26,7 +26,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
+
+#include <torch/library.h>
 
 namespace dtensor {
 
@@ -64,6 +67,14 @@ class ScopedImplicitReplication : public ScopedDispatchMode {
 
 // The calling thread's active modes (a bit per mode).
 uint64_t dispatch_mode_bits();
+
+// Registers a kernel made by `make_kernel` for `key` on every `aten`
+// operator without a CompositeImplicitAutograd decomposition, as this layer
+// does for the DTensor key: a key that must see every op before any
+// CompositeExplicitAutograd kernel (which a fallback alone would not) takes
+// this, plus its fallback. The SPMD type checker (dtensor/spmd/types.h) does.
+void register_kernel_for_every_aten_op(c10::DispatchKey key,
+                                       const std::function<torch::CppFunction()>& make_kernel);
 
 // Routes `op_name` ("ns::name.overload") on DTensors through the DTensor
 // kernel. Done for every aten op at load time; call it for custom operators

@@ -20,6 +20,7 @@
 #include <dtensor/placements/shard.h>
 #include <dtensor/placements/strided_shard.h>
 #include <dtensor/redistribute/row_exchange.h>
+#include <dtensor/spmd/types.h>
 
 namespace dtensor::spmd {
 namespace {
@@ -125,13 +126,35 @@ int64_t row_shape_fingerprint(const at::Tensor& x) {
   return static_cast<int64_t>(hash >> 1);
 }
 
+// `run()`, the collective `name` over mesh dim `dim`, with the type checker
+// (dtensor/spmd/types.h) paused: it checks that `x` is of an `accepted` type
+// on `dim` first, and gives the result `x`'s types with `produced` on `dim`.
+template <typename Run>
+at::Tensor typed(const at::Tensor& x, const char* name, std::string_view dim,
+                 const std::vector<Type>& accepted, Type produced, Run&& run) {
+  const std::optional<Types> types = collective_result_types(x, name, dim, accepted, produced);
+  at::Tensor out;
+  {
+    ScopedTypeCheckPause pause;
+    out = run();
+  }
+  if (types) set_types(out, *types);
+  return out;
+}
+
+Type replicated_type(ReplicatedType type) {
+  return type == ReplicatedType::kReplicate ? Type::kReplicate : Type::kInvariant;
+}
+
 }  // namespace
 
 at::Tensor all_reduce(const at::Tensor& x, const DeviceMesh& mesh, std::string_view dim,
                       ReplicatedType dst) {
-  return relayout(
-      x, mesh, dim, x.sizes().vec(),
-      {Partial::make(), Replicate::make(), replicated_gradient(dst), Replicate::make()});
+  return typed(x, "all_reduce", dim, {Type::kPartial, Type::kVarying}, replicated_type(dst), [&] {
+    return relayout(
+        x, mesh, dim, x.sizes().vec(),
+        {Partial::make(), Replicate::make(), replicated_gradient(dst), Replicate::make()});
+  });
 }
 
 at::Tensor all_gather(const at::Tensor& x, const DeviceMesh& mesh, std::string_view dim,
@@ -139,27 +162,35 @@ at::Tensor all_gather(const at::Tensor& x, const DeviceMesh& mesh, std::string_v
   const int64_t d = normalized_dim(x, gather_dim, "all_gather", "gather_dim");
   std::vector<int64_t> shape = x.sizes().vec();
   shape[d] *= mesh.size(mesh.dim_index(dim));
-  return relayout(x, mesh, dim, std::move(shape),
-                  {Shard::make(d), Replicate::make(), replicated_gradient(dst), Shard::make(d)});
+  return typed(x, "all_gather", dim, {Type::kVarying}, replicated_type(dst), [&] {
+    return relayout(x, mesh, dim, std::move(shape),
+                    {Shard::make(d), Replicate::make(), replicated_gradient(dst), Shard::make(d)});
+  });
 }
 
 at::Tensor reduce_scatter(const at::Tensor& x, const DeviceMesh& mesh, std::string_view dim,
                           int64_t scatter_dim) {
   const int64_t d = normalized_dim(x, scatter_dim, "reduce_scatter", "scatter_dim");
-  return relayout(x, mesh, dim, x.sizes().vec(),
-                  {Partial::make(), Shard::make(d), Shard::make(d), Replicate::make()});
+  return typed(x, "reduce_scatter", dim, {Type::kPartial, Type::kVarying}, Type::kVarying, [&] {
+    return relayout(x, mesh, dim, x.sizes().vec(),
+                    {Partial::make(), Shard::make(d), Shard::make(d), Replicate::make()});
+  });
 }
 
 at::Tensor invariant_to_replicate(const at::Tensor& x, const DeviceMesh& mesh,
                                   std::string_view dim) {
-  return relayout(x, mesh, dim, x.sizes().vec(),
-                  {Replicate::make(), Replicate::make(), Partial::make(), Replicate::make()});
+  return typed(x, "invariant_to_replicate", dim, {Type::kInvariant}, Type::kReplicate, [&] {
+    return relayout(x, mesh, dim, x.sizes().vec(),
+                    {Replicate::make(), Replicate::make(), Partial::make(), Replicate::make()});
+  });
 }
 
 at::Tensor replicate_to_invariant(const at::Tensor& x, const DeviceMesh& mesh,
                                   std::string_view dim) {
-  return relayout(x, mesh, dim, x.sizes().vec(),
-                  {Replicate::make(), Replicate::make(), Replicate::make(), Partial::make()});
+  return typed(x, "replicate_to_invariant", dim, {Type::kReplicate}, Type::kInvariant, [&] {
+    return relayout(x, mesh, dim, x.sizes().vec(),
+                    {Replicate::make(), Replicate::make(), Replicate::make(), Partial::make()});
+  });
 }
 
 at::Tensor all_to_all(const at::Tensor& x, const DeviceMesh& mesh, std::string_view dim,
@@ -176,8 +207,10 @@ at::Tensor all_to_all(const at::Tensor& x, const DeviceMesh& mesh, std::string_v
   // rank's block along the concatenated dim: a strided split when the dims
   // are the same.
   const PlacementPtr to = split == concat ? StridedShard::make(split, ranks) : Shard::make(split);
-  return relayout(x, mesh, dim, std::move(shape),
-                  {Shard::make(concat), to, to, Shard::make(concat)});
+  return typed(x, "all_to_all", dim, {Type::kVarying}, Type::kVarying, [&] {
+    return relayout(x, mesh, dim, std::move(shape),
+                    {Shard::make(concat), to, to, Shard::make(concat)});
+  });
 }
 
 at::Tensor all_to_all_v(const at::Tensor& x, const DeviceMesh& mesh, std::string_view dim,
@@ -186,18 +219,20 @@ at::Tensor all_to_all_v(const at::Tensor& x, const DeviceMesh& mesh, std::string
   const int64_t mesh_dim = mesh.dim_index(dim);
   check_splits(send_splits, "all_to_all_v", "send_splits", mesh.size(mesh_dim), 1, x.size(0));
   check_splits(recv_splits, "all_to_all_v", "recv_splits", mesh.size(mesh_dim), 1, std::nullopt);
-  at::Tensor out;
-  {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    out = exchange_rows(x, mesh, mesh_dim, send_splits, recv_splits);
-  }
-  if (torch::autograd::compute_requires_grad(x)) {
-    auto node = make_autograd_node<AllToAllVBackward>(
-        mesh, std::string(dim), std::move(send_splits), std::move(recv_splits), out);
-    node->set_next_edges(torch::autograd::collect_next_edges(x));
-    torch::autograd::set_history(out, node);
-  }
-  return out;
+  return typed(x, "all_to_all_v", dim, {Type::kVarying}, Type::kVarying, [&] {
+    at::Tensor out;
+    {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      out = exchange_rows(x, mesh, mesh_dim, send_splits, recv_splits);
+    }
+    if (torch::autograd::compute_requires_grad(x)) {
+      auto node = make_autograd_node<AllToAllVBackward>(
+          mesh, std::string(dim), std::move(send_splits), std::move(recv_splits), out);
+      node->set_next_edges(torch::autograd::collect_next_edges(x));
+      torch::autograd::set_history(out, node);
+    }
+    return out;
+  });
 }
 
 std::vector<int64_t> exchange_split_sizes(const at::Tensor& x,
@@ -216,7 +251,10 @@ std::vector<int64_t> exchange_split_sizes(const at::Tensor& x,
   mine.select(1, row_shape_field).fill_(row_shape_fingerprint(x));
   // Every rank sees every rank's dtype and row shape, so a mismatch
   // anywhere is an error everywhere and no rank is left waiting.
-  const at::Tensor theirs = exchange_blocks(mine, mesh, mesh_dim);
+  const at::Tensor theirs = [&] {
+    ScopedTypeCheckPause pause;
+    return exchange_blocks(mine, mesh, mesh_dim);
+  }();
   std::vector<int64_t> recv_splits;
   recv_splits.reserve(send_splits.size());
   for (int64_t q = 0; q < ranks; ++q) {

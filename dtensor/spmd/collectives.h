@@ -28,6 +28,10 @@
 //   all_to_all      V -> V       V -> V: all_to_all with the dims swapped
 //   all_to_all_v    V -> V       V -> V: all_to_all_v with the splits swapped
 //
+// all_reduce and reduce_scatter also take a Varying value as each rank's
+// term of the sum (the local product of a row-parallel matmul, V times V,
+// is V): their result and backward are the same.
+//
 // Each but all_to_all_v runs as a redistribute of the local tensor read as a
 // DTensor over the one mesh dim `dim` (from_local, redistribute, to_local),
 // so its collective is planned, counted by CollectiveCounter and shown by

@@ -13,19 +13,38 @@
 namespace dtensor {
 namespace {
 
-// How the gradient of a local tensor laid out as `placements` is held, by
-// its local SPMD type per mesh dim: Replicate's is a pending sum, Partial's
-// the same whole gradient on every rank, a split's split alike.
-std::vector<PlacementPtr> local_gradient_placements(const std::vector<PlacementPtr>& placements) {
+// The SPMD type of a local tensor laid out as `p` on one mesh dim.
+spmd::Type placement_type(const Placement& p) {
+  if (p.is_replicate()) return spmd::Type::kReplicate;
+  return p.is_partial() ? spmd::Type::kPartial : spmd::Type::kVarying;
+}
+
+spmd::Types placement_types(const std::vector<PlacementPtr>& placements) {
+  spmd::Types types;
+  for (const PlacementPtr& p : placements) types.push_back(placement_type(*p));
+  return types;
+}
+
+// How the gradient of a local tensor laid out as `placements` with `types`
+// is held: a Replicate value's is a pending sum, a Partial's or an
+// Invariant's the same whole gradient on every rank, a split's split alike.
+std::vector<PlacementPtr> gradient_placements(const std::vector<PlacementPtr>& placements,
+                                              const spmd::Types& types) {
   std::vector<PlacementPtr> out = placements;
-  for (PlacementPtr& p : out) {
-    if (p->is_replicate()) {
-      p = Partial::make();
-    } else if (p->is_partial()) {
-      p = Replicate::make();
+  for (size_t m = 0; m < out.size(); ++m) {
+    if (types[m] == spmd::Type::kReplicate) {
+      out[m] = Partial::make();
+    } else if (types[m] != spmd::Type::kVarying) {
+      out[m] = Replicate::make();
     }
   }
   return out;
+}
+
+// Whether a local tensor of type `found` may be laid out as `p`: a
+// Replicate one may be R or I.
+bool fits(spmd::Type found, const Placement& p) {
+  return found == placement_type(p) || (p.is_replicate() && found == spmd::Type::kInvariant);
 }
 
 void check_count(const char* what, size_t expected, const char* per, size_t found) {
@@ -39,6 +58,24 @@ void check_placements(const std::string& what, const std::vector<PlacementPtr>& 
   for (const PlacementPtr& p : placements) {
     DTENSOR_CHECK(p != nullptr, "local_map: ", what, ": expected placements, found null");
   }
+}
+
+// Input `index`'s types: its placements', or those asked for it, which may
+// differ only by I where it is Replicate.
+spmd::Types input_types(const std::vector<PlacementPtr>& placements, size_t index,
+                        const LocalMapOptions& options) {
+  spmd::Types types = placement_types(placements);
+  if (options.in_types.empty() || !options.in_types[index]) return types;
+  const spmd::Types& asked = *options.in_types[index];
+  check_count(("in_types[" + std::to_string(index) + "]").c_str(), types.size(), "mesh dim",
+              asked.size());
+  for (size_t m = 0; m < types.size(); ++m) {
+    DTENSOR_CHECK(fits(asked[m], *placements[m]), "local_map: in_types[", index, "] on mesh dim ",
+                  m, ": expected ", spmd::type_name(types[m]),
+                  placements[m]->is_replicate() ? " or Invariant (I)" : "", " for placement ",
+                  placements[m]->to_string(), ", found ", spmd::type_name(asked[m]));
+  }
+  return asked;
 }
 
 // The local tensor `fn` gets for input `index`.
@@ -64,18 +101,49 @@ at::Tensor local_input(const at::Tensor& input, size_t index, const OptionalPlac
                   "; redistribute it first or set LocalMapOptions::redistribute_inputs");
     tensor = tensor.redistribute(*wanted);
   }
-  return tensor.to_local(local_gradient_placements(*wanted));
+  return tensor.to_local(gradient_placements(*wanted, input_types(*wanted, index, options)));
 }
 
-// Output `index` of `fn`, wrapped as `placements` says.
+// Output `index` of `fn`, of `types` (nullopt: untyped, or unchecked),
+// wrapped as `placements` says.
 at::Tensor wrap_output(const at::Tensor& output, size_t index, const OptionalPlacements& placements,
-                       const DeviceMesh& mesh) {
+                       const std::optional<spmd::Types>& types, const DeviceMesh& mesh) {
   if (!placements) return output;
   check_placements("out_placements[" + std::to_string(index) + "]", *placements, mesh);
+  if (types) {
+    for (size_t m = 0; m < placements->size(); ++m) {
+      DTENSOR_CHECK(fits((*types)[m], *(*placements)[m]), "local_map: output ", index,
+                    " on mesh dim \"", mesh.dim_names()[m], "\": expected ",
+                    spmd::type_name(placement_type(*(*placements)[m])), " for placement ",
+                    (*placements)[m]->to_string(), " (out_placements[", index, "]), found ",
+                    spmd::type_name((*types)[m]));
+    }
+  }
   FromLocalOptions from_local_options;
   from_local_options.run_check = false;
-  from_local_options.grad_placements = local_gradient_placements(*placements);
+  from_local_options.grad_placements =
+      gradient_placements(*placements, types ? *types : placement_types(*placements));
   return from_local(output, mesh, *placements, std::move(from_local_options)).tensor();
+}
+
+// `fn` on `locals`, type-checked when the options ask: the inputs typed,
+// and the outputs' types in `out_types` (nullopt where untyped).
+std::vector<at::Tensor> run_fn(const LocalMapFunction& fn, const std::vector<at::Tensor>& locals,
+                               const std::vector<OptionalPlacements>& in_placements,
+                               const DeviceMesh& mesh, const LocalMapOptions& options,
+                               std::vector<std::optional<spmd::Types>>& out_types) {
+  if (!options.check_types) {
+    std::vector<at::Tensor> outputs = fn(locals);
+    out_types.assign(outputs.size(), std::nullopt);
+    return outputs;
+  }
+  spmd::ScopedTypeCheck check(mesh);
+  for (size_t i = 0; i < locals.size(); ++i) {
+    if (in_placements[i]) spmd::set_types(locals[i], input_types(*in_placements[i], i, options));
+  }
+  std::vector<at::Tensor> outputs = fn(locals);
+  for (const at::Tensor& output : outputs) out_types.push_back(spmd::types_of(output));
+  return outputs;
 }
 
 }  // namespace
@@ -88,15 +156,19 @@ LocalMapFunction local_map(LocalMapFunction fn, std::vector<OptionalPlacements> 
           in_placements = std::move(in_placements), mesh = std::move(mesh),
           options](const std::vector<at::Tensor>& inputs) {
     check_count("in_placements", inputs.size(), "input", in_placements.size());
+    if (!options.in_types.empty()) {
+      check_count("in_types", inputs.size(), "input", options.in_types.size());
+    }
     std::vector<at::Tensor> locals;
     locals.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       locals.push_back(local_input(inputs[i], i, in_placements[i], mesh, options));
     }
-    std::vector<at::Tensor> outputs = fn(locals);
+    std::vector<std::optional<spmd::Types>> out_types;
+    std::vector<at::Tensor> outputs = run_fn(fn, locals, in_placements, mesh, options, out_types);
     check_count("out_placements", outputs.size(), "output of fn", out_placements.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
-      outputs[i] = wrap_output(outputs[i], i, out_placements[i], mesh);
+      outputs[i] = wrap_output(outputs[i], i, out_placements[i], out_types[i], mesh);
     }
     return outputs;
   };

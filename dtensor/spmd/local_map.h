@@ -27,10 +27,12 @@
 // (x above) gets a Partial(sum) gradient holding each rank's term, and the
 // gradient of a replicated output reaches `fn` as one rank's value with
 // zeros elsewhere: summed over the ranks it is exact. A Replicate output of
-// `fn` must therefore be R-typed: computed from R inputs alike on every rank,
-// or made by spmd::all_reduce(..., ReplicatedType::kReplicate), whose backward
-// all-reduces; an I-typed one (kInvariant) would leave the other ranks
-// without gradient (dtensor/spmd/collectives.h).
+// `fn` is therefore R-typed (computed from R inputs alike on every rank, or
+// made by spmd::all_reduce(..., ReplicatedType::kReplicate), whose backward
+// all-reduces), or I-typed (spmd::all_reduce to kInvariant): then its
+// gradient reaches `fn` whole on every rank. With LocalMapOptions::check_types
+// (the default) `fn` runs type-checked (dtensor/spmd/types.h), which tells
+// the two apart; without it a Replicate output is taken as R-typed.
 //
 // The call is collective over the mesh: every rank calls it with the same
 // placements. Each DTensor output costs one small all-gather of the local
@@ -46,6 +48,7 @@
 
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/placements/placement.h>
+#include <dtensor/spmd/types.h>
 
 namespace dtensor {
 
@@ -62,6 +65,16 @@ struct LocalMapOptions {
   // with a redistribute. When false, such an input is an error naming the
   // input, the placements found and those expected.
   bool redistribute_inputs = true;
+  // Run `fn` under spmd::ScopedTypeCheck (dtensor/spmd/types.h): its inputs
+  // are typed from their placements (a split V, R R, P P), every op of `fn`
+  // is type-checked, and each output must have its placements' type (a
+  // split V, P P, Replicate R or I; an untyped constant fits any).
+  bool check_types = true;
+  // Per input, types that replace those its placements give: I on a mesh
+  // dim where the input is Replicate makes it Invariant (its gradient is
+  // then the same on every rank, not a pending sum). Empty, or one entry per
+  // input (nullopt keeps the placements' types).
+  std::vector<std::optional<spmd::Types>> in_types;
 };
 
 // `fn` on the local shards of DTensors over `mesh`. `in_placements` has one

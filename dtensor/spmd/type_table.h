@@ -1,0 +1,74 @@
+// Copyright 2026 The dtensor Authors.
+//
+// dtensor/spmd/type_table.h: where a ScopedTypeCheck (dtensor/spmd/types.h)
+// keeps the SPMD types of the calling thread's local tensors. Internal to
+// the spmd layer: the op kernel (op_types.cc) and the public calls
+// (types.cc) share it.
+#pragma once
+
+#include <c10/core/DispatchKey.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstddef>
+
+#include <ATen/core/Tensor.h>
+
+#include <dtensor/mesh/device_mesh.h>
+#include <dtensor/spmd/types.h>
+#include "absl/container/flat_hash_map.h"
+
+namespace dtensor::spmd {
+
+// The key a scope adds to the calling thread's dispatch: a backend key, so
+// that it outranks CPU and CUDA (the DTensor key, PrivateUse3, outranks it:
+// DTensor ops run first and their local ops reach the checker).
+constexpr c10::DispatchKey kTypeCheckKey = c10::DispatchKey::PrivateUse2;
+
+// Types by tensor. An entry holds its tensor weakly: the tensor's memory is
+// not reused while the entry lives, so a live tensor never finds a dead
+// one's types; dead entries are swept from time to time.
+class TypeTable {
+ public:
+  explicit TypeTable(DeviceMesh mesh) : mesh_(std::move(mesh)) {}
+
+  const DeviceMesh& mesh() const { return mesh_; }
+  // Throws unless `types` has one entry per mesh dim.
+  void set(const at::Tensor& x, Types types);
+  // Null when `x` is untyped (or undefined).
+  const Types* find(const at::Tensor& x) const;
+
+  // Whether ops are checked now (not inside a Pause).
+  bool checking() const { return pauses_ == 0; }
+  // While one lives, ops pass the checker unchecked. The key cannot simply
+  // be excluded from dispatch: a backend key's exclusion drops its whole
+  // functionality (Dense) for every tensor.
+  class Pause {
+   public:
+    explicit Pause(TypeTable& table) : table_(table) { ++table_.pauses_; }
+    ~Pause() { --table_.pauses_; }
+    Pause(const Pause&) = delete;
+    Pause& operator=(const Pause&) = delete;
+
+   private:
+    TypeTable& table_;
+  };
+
+ private:
+  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  struct Entry {
+    WeakImpl impl;
+    Types types;
+  };
+  static constexpr size_t kSetsBetweenSweeps = 4096;
+
+  DeviceMesh mesh_;
+  absl::flat_hash_map<const c10::TensorImpl*, Entry> entries_;
+  size_t sets_since_sweep_ = 0;
+  int pauses_ = 0;
+};
+
+// The innermost scope's table on the calling thread; null when none.
+TypeTable* current_type_table();
+
+}  // namespace dtensor::spmd
