@@ -310,18 +310,25 @@ void write_text(const std::string& path, const std::string& text) {
   file.close();
 }
 
-// Moves the finished `tmp` to `dir`; an older checkpoint there is moved
-// aside first and removed last, so `dir` always holds a whole checkpoint.
+// Moves the finished `tmp` to `dir`. An older checkpoint there is swapped
+// with it in one step, or where the file system cannot, moved aside first;
+// it is removed last, so `dir` always holds a whole checkpoint.
 void publish(const std::string& tmp, const std::string& dir, int64_t id) {
+  const std::string parent = parent_directory(dir);
   if (!path_exists(dir)) {
     rename_path(tmp, dir);
-    sync_directory(parent_directory(dir));
+    sync_directory(parent);
+    return;
+  }
+  if (exchange_paths(tmp, dir)) {
+    sync_directory(parent);
+    remove_tree(tmp);
     return;
   }
   const std::string old = dir + ".old-" + std::to_string(id);
   rename_path(dir, old);
   rename_path(tmp, dir);
-  sync_directory(parent_directory(dir));
+  sync_directory(parent);
   remove_tree(old);
 }
 

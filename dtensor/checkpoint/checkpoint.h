@@ -112,8 +112,13 @@ class SaveHandle {
 //
 // Atomic: the files go to `dir.tmp-<id>`, and only when every rank has
 // written and flushed its file does rank 0 move them to `dir`, replacing an
-// older checkpoint there (moved aside, then removed). A failed write on any
-// rank throws dtensor::Error on every rank and leaves `dir` as it was.
+// older checkpoint there: the two directories swap in one step where the
+// file system can (renameat2's RENAME_EXCHANGE: Linux's local file systems),
+// else the older one is moved aside first; then it is removed. A failed
+// write on any rank throws dtensor::Error on every rank and leaves `dir` as
+// it was. So does a rank killed in the middle of a save
+// (tests/mpi/checkpoint_kill_test): its `dir.tmp-<id>` stays behind, never
+// read by `load`; remove it at will.
 //
 // Synchronous by default: the checkpoint is in place when save returns (the
 // handle has nothing left to do). With `options.async`, see SaveOptions;
