@@ -628,15 +628,20 @@ at::Tensor read_target(const Target& target, const SavedTensor& record,
                   " as the index says, found ", entry.dtype, " of shape ",
                   c10::IntArrayRef(entry.shape));
     for_each_region(read.runs, [&](const std::vector<Run>& region) {
-      Shape lengths;
-      for (const Run& run : region) lengths.push_back(run.length);
-      at::Tensor part = at::empty(lengths, staging.options());
-      read_region(reader, entry, *read.box, region, part);
       at::Tensor destination = staging;
       for (size_t d = 0; d < region.size(); ++d) {
         destination =
             destination.narrow(static_cast<int64_t>(d), region[d].local, region[d].length);
       }
+      // Straight into the staging buffer where the region is one block of
+      // it (the whole shard, or whole rows of it): no second buffer to
+      // fault in and copy, which at 64 MiB a rank cost as much as the read.
+      if (destination.is_contiguous()) {
+        read_region(reader, entry, *read.box, region, destination);
+        return;
+      }
+      at::Tensor part = at::empty(destination.sizes(), staging.options());
+      read_region(reader, entry, *read.box, region, part);
       destination.copy_(part);
     });
   }
