@@ -310,18 +310,25 @@ void write_text(const std::string& path, const std::string& text) {
   file.close();
 }
 
-// Moves the finished `tmp` to `dir`; an older checkpoint there is moved
-// aside first and removed last, so `dir` always holds a whole checkpoint.
+// Moves the finished `tmp` to `dir`. An older checkpoint there is swapped
+// with it in one step, or where the file system cannot, moved aside first;
+// it is removed last, so `dir` always holds a whole checkpoint.
 void publish(const std::string& tmp, const std::string& dir, int64_t id) {
+  const std::string parent = parent_directory(dir);
   if (!path_exists(dir)) {
     rename_path(tmp, dir);
-    sync_directory(parent_directory(dir));
+    sync_directory(parent);
+    return;
+  }
+  if (exchange_paths(tmp, dir)) {
+    sync_directory(parent);
+    remove_tree(tmp);
     return;
   }
   const std::string old = dir + ".old-" + std::to_string(id);
   rename_path(dir, old);
   rename_path(tmp, dir);
-  sync_directory(parent_directory(dir));
+  sync_directory(parent);
   remove_tree(old);
 }
 
@@ -335,23 +342,10 @@ int64_t fresh_id() {
 // ---------------------------------------------------------------------------
 // Load.
 
-struct Box {
-  std::string file;
-  std::string entry;
-  Shape offsets;
-  Shape sizes;
-};
-
-struct Record {
-  Shape shape;
-  c10::ScalarType dtype;
-  std::vector<Box> boxes;
-};
-
 // What a checkpoint holds: per tensor, its boxes, in files under `dir`.
 struct Source {
   std::string dir;
-  std::map<std::string, Record> tensors;
+  std::map<std::string, SavedTensor> tensors;
 };
 
 Shape json_sizes(const nlohmann::json& value, const std::string& where) {
@@ -379,10 +373,10 @@ const nlohmann::json& json_member(const nlohmann::json& object, const char* key,
   return object[key];
 }
 
-Box parse_box(const nlohmann::json& value, const Shape& shape, const std::string& where) {
-  Box box{json_string(value, "file", where), json_string(value, "entry", where),
-          json_sizes(json_member(value, "offsets", where), where + ": \"offsets\""),
-          json_sizes(json_member(value, "sizes", where), where + ": \"sizes\"")};
+SavedBox parse_box(const nlohmann::json& value, const Shape& shape, const std::string& where) {
+  SavedBox box{json_string(value, "file", where), json_string(value, "entry", where),
+               json_sizes(json_member(value, "offsets", where), where + ": \"offsets\""),
+               json_sizes(json_member(value, "sizes", where), where + ": \"sizes\"")};
   DTENSOR_CHECK(box.file.find('/') == std::string::npos, where, ": expected a file name, found \"",
                 box.file, "\"");
   DTENSOR_CHECK(box.offsets.size() == shape.size() && box.sizes.size() == shape.size(), where,
@@ -399,11 +393,11 @@ Box parse_box(const nlohmann::json& value, const Shape& shape, const std::string
 // The JSON file `path`, or a clear error.
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  DTENSOR_CHECK(in.good(), "checkpoint::load: cannot read ", path);
+  DTENSOR_CHECK(in.good(), "checkpoint: cannot read ", path);
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& error) {
-    DTENSOR_CHECK(false, "checkpoint::load: ", path, " is not valid JSON: ", error.what());
+    DTENSOR_CHECK(false, "checkpoint: ", path, " is not valid JSON: ", error.what());
   }
   return {};
 }
@@ -411,7 +405,7 @@ nlohmann::json read_json(const std::string& path) {
 Source read_index(const std::string& dir) {
   const std::string path = join_path(dir, kIndexFile);
   const nlohmann::json json = read_json(path);
-  const std::string where = "checkpoint::load: " + path;
+  const std::string where = "checkpoint: " + path;
   DTENSOR_CHECK(
       json.is_object() && json.value("format", "") == kFormat && json.value("version", 0) == 1,
       where, ": expected {\"format\": \"", kFormat, "\", \"version\": 1, ...}");
@@ -421,7 +415,7 @@ Source read_index(const std::string& dir) {
   Source source{dir, {}};
   for (const auto& [name, value] : tensors.items()) {
     const std::string tensor_where = where + ": tensor \"" + name + "\"";
-    Record record;
+    SavedTensor record;
     record.shape =
         json_sizes(json_member(value, "shape", tensor_where), tensor_where + ": \"shape\"");
     try {
@@ -446,15 +440,15 @@ void add_whole_tensors(Source& source, const std::string& file,
   const SafetensorsReader reader(join_path(source.dir, file));
   for (const auto& [name, entry] : reader.entries()) {
     if (names != nullptr && names->count(name) == 0) continue;
-    source.tensors.emplace(name,
-                           Record{entry.shape,
-                                  entry.dtype,
-                                  {Box{file, name, Shape(entry.shape.size(), 0), entry.shape}}});
+    source.tensors.emplace(
+        name, SavedTensor{entry.shape,
+                          entry.dtype,
+                          {SavedBox{file, name, Shape(entry.shape.size(), 0), entry.shape}}});
   }
   if (names == nullptr) return;
   for (const std::string& name : *names) {
-    DTENSOR_CHECK(source.tensors.count(name) == 1, "checkpoint::load: ", reader.path(),
-                  ": no tensor \"", name, "\", which ", kHfIndexFile, " places there");
+    DTENSOR_CHECK(source.tensors.count(name) == 1, "checkpoint: ", reader.path(), ": no tensor \"",
+                  name, "\", which ", kHfIndexFile, " places there");
   }
 }
 
@@ -463,7 +457,7 @@ void add_whole_tensors(Source& source, const std::string& file,
 Source read_hf_index(const std::string& dir) {
   const std::string path = join_path(dir, kHfIndexFile);
   const nlohmann::json json = read_json(path);
-  const std::string where = "checkpoint::load: " + path;
+  const std::string where = "checkpoint: " + path;
   const nlohmann::json& weight_map = json_member(json, "weight_map", where);
   DTENSOR_CHECK(weight_map.is_object(), where, ": \"weight_map\": expected an object, found ",
                 weight_map.type_name());
@@ -479,7 +473,7 @@ Source read_hf_index(const std::string& dir) {
 }
 
 Source read_source(const std::string& path) {
-  DTENSOR_CHECK(path_exists(path), "checkpoint::load: ", path, " does not exist");
+  DTENSOR_CHECK(path_exists(path), "checkpoint: ", path, " does not exist");
   if (!is_directory(path)) {
     Source source{parent_directory(path), {}};
     add_whole_tensors(source, path.substr(path.find_last_of('/') + 1), nullptr);
@@ -488,9 +482,9 @@ Source read_source(const std::string& path) {
   if (path_exists(join_path(path, kIndexFile))) return read_index(path);
   if (path_exists(join_path(path, kHfIndexFile))) return read_hf_index(path);
   DTENSOR_CHECK(path_exists(join_path(path, kHfSingleFile)),
-                "checkpoint::load: expected a .safetensors file or a directory holding ",
-                kIndexFile, ", ", kHfIndexFile, " or ", kHfSingleFile, ", found the directory ",
-                path, " without any");
+                "checkpoint: expected a .safetensors file or a directory holding ", kIndexFile,
+                ", ", kHfIndexFile, " or ", kHfSingleFile, ", found the directory ", path,
+                " without any");
   Source source{path, {}};
   add_whole_tensors(source, kHfSingleFile, nullptr);
   return source;
@@ -519,12 +513,12 @@ Target target_of(const std::string& name, const at::Tensor& tensor) {
 }
 
 // Checks that `source` has `name` with `tensor`'s global shape and dtype.
-const Record& matching_record(const Source& source, const std::string& name,
-                              const at::Tensor& tensor) {
+const SavedTensor& matching_record(const Source& source, const std::string& name,
+                                   const at::Tensor& tensor) {
   const auto found = source.tensors.find(name);
   DTENSOR_CHECK(found != source.tensors.end(), "checkpoint::load: ", source.dir, ": no tensor \"",
                 name, "\" in the checkpoint");
-  const Record& record = found->second;
+  const SavedTensor& record = found->second;
   const Shape shape = is_dtensor(tensor) ? DTensor(tensor).sizes() : tensor.sizes().vec();
   DTENSOR_CHECK(record.shape == shape, "checkpoint::load: tensor \"", name,
                 "\": expected the global shape ", c10::IntArrayRef(shape), ", found ",
@@ -535,7 +529,7 @@ const Record& matching_record(const Source& source, const std::string& name,
   // Boxes are disjoint in a checkpoint, so covering the tensor is holding
   // as many elements as it has.
   int64_t held = 0;
-  for (const Box& box : record.boxes) held += numel_of(box.sizes);
+  for (const SavedBox& box : record.boxes) held += numel_of(box.sizes);
   DTENSOR_CHECK(held == numel_of(record.shape), "checkpoint::load: tensor \"", name,
                 "\": the checkpoint's ", record.boxes.size(), " boxes hold ", held,
                 " elements, expected the tensor's ", numel_of(record.shape));
@@ -545,16 +539,16 @@ const Record& matching_record(const Source& source, const std::string& name,
 // One box's part that a target needs: per dim, the runs of the box's indices
 // the target holds.
 struct Read {
-  const Box* box;
+  const SavedBox* box;
   std::vector<std::vector<Run>> runs;
 };
 
 // The reads that fill `target` from `record`, checked to cover every local
 // element exactly once.
-std::vector<Read> plan_reads(const Target& target, const Record& record) {
+std::vector<Read> plan_reads(const Target& target, const SavedTensor& record) {
   std::vector<Read> reads;
   int64_t covered = 0;
-  for (const Box& box : record.boxes) {
+  for (const SavedBox& box : record.boxes) {
     Read read{&box, {}};
     int64_t count = 1;
     for (size_t d = 0; d < box.sizes.size(); ++d) {
@@ -593,8 +587,8 @@ class Readers {
 
 // Reads the part of `box` given by one run per dim into `out` (contiguous,
 // the runs' lengths), one pread per contiguous chunk of the file.
-void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry, const Box& box,
-                 const std::vector<Run>& region, at::Tensor& out) {
+void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
+                 const SavedBox& box, const std::vector<Run>& region, at::Tensor& out) {
   const int64_t ndim = static_cast<int64_t>(region.size());
   const int64_t element = static_cast<int64_t>(out.element_size());
   char* destination = static_cast<char*>(out.data_ptr());
@@ -622,8 +616,8 @@ void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
 }
 
 // The new local data of `target`, read from the files.
-at::Tensor read_target(const Target& target, const Record& record, const std::vector<Read>& reads,
-                       Readers& readers) {
+at::Tensor read_target(const Target& target, const SavedTensor& record,
+                       const std::vector<Read>& reads, Readers& readers) {
   at::Tensor staging = at::empty(target.local.sizes(), target.local.options().device(at::kCPU));
   for (const Read& read : reads) {
     const SafetensorsReader& reader = readers.open(read.box->file);
@@ -634,15 +628,20 @@ at::Tensor read_target(const Target& target, const Record& record, const std::ve
                   " as the index says, found ", entry.dtype, " of shape ",
                   c10::IntArrayRef(entry.shape));
     for_each_region(read.runs, [&](const std::vector<Run>& region) {
-      Shape lengths;
-      for (const Run& run : region) lengths.push_back(run.length);
-      at::Tensor part = at::empty(lengths, staging.options());
-      read_region(reader, entry, *read.box, region, part);
       at::Tensor destination = staging;
       for (size_t d = 0; d < region.size(); ++d) {
         destination =
             destination.narrow(static_cast<int64_t>(d), region[d].local, region[d].length);
       }
+      // Straight into the staging buffer where the region is one block of
+      // it (the whole shard, or whole rows of it): no second buffer to
+      // fault in and copy, which at 64 MiB a rank cost as much as the read.
+      if (destination.is_contiguous()) {
+        read_region(reader, entry, *read.box, region, destination);
+        return;
+      }
+      at::Tensor part = at::empty(destination.sizes(), staging.options());
+      read_region(reader, entry, *read.box, region, part);
       destination.copy_(part);
     });
   }
@@ -653,7 +652,7 @@ at::Tensor read_target(const Target& target, const Record& record, const std::ve
 // every check.
 std::vector<at::Tensor> read_state(const std::vector<Target>& targets, const std::string& path) {
   const Source source = read_source(path);
-  std::vector<const Record*> records;
+  std::vector<const SavedTensor*> records;
   std::vector<std::vector<Read>> reads;
   for (const Target& target : targets) {
     records.push_back(&matching_record(source, target.name, target.tensor));
@@ -792,6 +791,10 @@ void load(std::map<std::string, at::Tensor>& state, const std::string& path) {
   DTENSOR_CHECK(failures == 0, "checkpoint::load: ", path, ": failed on ", failures,
                 " other rank(s); no tensor changed");
   for (size_t i = 0; i < targets.size(); ++i) targets[i].local.copy_(staged[i]);
+}
+
+std::map<std::string, SavedTensor> inspect(const std::string& path) {
+  return read_source(path).tensors;
 }
 
 std::map<std::string, at::Tensor> state_dict(const torch::nn::Module& module) {

@@ -42,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -112,8 +113,13 @@ class SaveHandle {
 //
 // Atomic: the files go to `dir.tmp-<id>`, and only when every rank has
 // written and flushed its file does rank 0 move them to `dir`, replacing an
-// older checkpoint there (moved aside, then removed). A failed write on any
-// rank throws dtensor::Error on every rank and leaves `dir` as it was.
+// older checkpoint there: the two directories swap in one step where the
+// file system can (renameat2's RENAME_EXCHANGE: Linux's local file systems),
+// else the older one is moved aside first; then it is removed. A failed
+// write on any rank throws dtensor::Error on every rank and leaves `dir` as
+// it was. So does a rank killed in the middle of a save
+// (tests/mpi/checkpoint_kill_test): its `dir.tmp-<id>` stays behind, never
+// read by `load`; remove it at will.
 //
 // Synchronous by default: the checkpoint is in place when save returns (the
 // handle has nothing left to do). With `options.async`, see SaveOptions;
@@ -142,6 +148,34 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
 // not cover a tensor. Loading into a Partial DTensor, or Ragged placements
 // merging several dims, is refused.
 void load(std::map<std::string, at::Tensor>& state, const std::string& path);
+
+// One box of a saved tensor: the elements [offsets, offsets + sizes) of the
+// global tensor, held whole (row-major) by the entry `entry` of the
+// safetensors file `file`, a name in the checkpoint's directory.
+struct SavedBox {
+  std::string file;
+  std::string entry;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+};
+
+// A tensor of a checkpoint: its global shape, dtype and boxes.
+struct SavedTensor {
+  std::vector<int64_t> shape;
+  c10::ScalarType dtype;
+  std::vector<SavedBox> boxes;
+};
+
+// What the checkpoint at `path` (any path `load` accepts) holds, by tensor
+// name, read from its index (from the headers, for plain safetensors files:
+// one box per entry, the whole tensor) with the checks `load` makes of them;
+// no tensor data is read. The calling process alone, for tools and tests:
+//
+//   for (const auto& [name, saved] : dtensor::checkpoint::inspect("ckpt/step-100"))
+//     std::cout << name << ": " << saved.boxes.size() << " boxes\n";
+//
+// `dtensor-checkpoint inspect PATH` prints it (examples/checkpoint).
+std::map<std::string, SavedTensor> inspect(const std::string& path);
 
 // The parameters and buffers of `module` and its submodules by dotted name
 // ("layers.0.weight"): the module's own tensors (DTensors where the module is

@@ -119,4 +119,11 @@ void rename_path(const std::string& from, const std::string& to) {
                 to, ": ", std::strerror(errno));
 }
 
+bool exchange_paths(const std::string& a, const std::string& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
+  DTENSOR_CHECK(errno == EINVAL || errno == ENOSYS, "checkpoint: cannot exchange ", a, " and ", b,
+                ": ", std::strerror(errno));
+  return false;
+}
+
 }  // namespace dtensor::checkpoint

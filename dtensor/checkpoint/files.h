@@ -63,5 +63,9 @@ void make_directories(const std::string& path);
 void remove_tree(const std::string& path);
 // Renames `from` to `to` (rename(2): atomic within a file system).
 void rename_path(const std::string& from, const std::string& to);
+// Swaps the existing `a` and `b` in one atomic step (renameat2(2) with
+// RENAME_EXCHANGE). Returns false, changing nothing, where the file system
+// or kernel cannot (NFS, for one); throws dtensor::Error on other failures.
+bool exchange_paths(const std::string& a, const std::string& b);
 
 }  // namespace dtensor::checkpoint

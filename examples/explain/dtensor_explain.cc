@@ -401,26 +401,6 @@ int run_plan(const ParsedCommand& command) {
 // ---------------------------------------------------------------------------
 // Errors
 
-// dtensor::Error messages are written for programmers: a "dtensor: " prefix,
-// a "[check `...` failed at file:line]" suffix, and for parse errors the text
-// with a caret under the bad character on lines of their own. The tool's rule
-// is one line on stderr, so keep the words, drop the source location, and drop
-// the caret line (the message already says "at column N").
-std::string one_line(std::string_view message) {
-  if (starts_with(message, "dtensor: ")) message.remove_prefix(9);
-  const size_t check = message.rfind(" [check `");
-  if (check != std::string_view::npos && ends_with(message, "]")) {
-    message = message.substr(0, check);
-  }
-  std::vector<std::string> kept;
-  for (std::string_view line : split(message, '\n')) {
-    line = trim(line);
-    if (line.empty() || line.find_first_not_of("^ ") == std::string_view::npos) continue;
-    kept.emplace_back(line);
-  }
-  return absl::StrJoin(kept, " ");
-}
-
 int fail(std::string_view message, int exit_code) {
   std::cerr << "dtensor-explain: " << one_line(message) << "\n";
   return exit_code;

@@ -130,4 +130,19 @@ std::string Table::render() const {
   return out;
 }
 
+std::string one_line(std::string_view message) {
+  if (starts_with(message, "dtensor: ")) message.remove_prefix(9);
+  const size_t check = message.rfind(" [check `");
+  if (check != std::string_view::npos && ends_with(message, "]")) {
+    message = message.substr(0, check);
+  }
+  std::vector<std::string> kept;
+  for (std::string_view line : split(message, '\n')) {
+    line = trim(line);
+    if (line.empty() || line.find_first_not_of("^ ") == std::string_view::npos) continue;
+    kept.emplace_back(line);
+  }
+  return absl::StrJoin(kept, " ");
+}
+
 }  // namespace dtensor_explain

@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 //
-// examples/explain/format.h: the text and JSON pieces dtensor-explain prints.
+// examples/explain/format.h: the text and JSON pieces dtensor-explain prints
+// (dtensor-checkpoint prints with them too).
 //
 // Kept apart from the tool's logic so that every output line is built by the
 // same few functions: the tests compare exact lines, and one spelling of a list
@@ -40,6 +41,13 @@ std::string json_array(const std::vector<std::vector<int64_t>>& lists);
 // A JSON number with three decimals; JSON has no NaN or infinity, so those
 // become null.
 std::string json_number(double value);
+
+// dtensor::Error messages are written for programmers: a "dtensor: " prefix,
+// a "[check `...` failed at file:line]" suffix, and for parse errors the text
+// with a caret under the bad character on lines of their own. The tools'
+// rule is one line on stderr, so this keeps the words and drops the source
+// location and the caret line (the message already says "at column N").
+std::string one_line(std::string_view message);
 
 // Left-aligned columns separated by two spaces; the last column is not
 // padded, so no line ends in white space.

@@ -339,6 +339,39 @@ TEST(CheckpointTest, SaveReplacesAnOlderCheckpoint) {
   EXPECT_EQ(directory_entries(dir.path()).size(), 1u);
 }
 
+// inspect tells the boxes a save wrote, and the whole tensors of a plain
+// file, without reading their data.
+TEST(CheckpointTest, InspectDescribesTheSavedBoxes) {
+  TempDir dir;
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    save({{"w", lay_out(at::ones({5, 3}), mesh, "S(0)")}}, dir / "ckpt");
+  });
+  ReadCounter counter;
+  const std::map<std::string, SavedTensor> saved = inspect(dir / "ckpt");
+  ASSERT_EQ(saved.size(), 1u);
+  const SavedTensor& w = saved.at("w");
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(w.dtype, at::kFloat);
+  // 5 rows over 4 ranks: 2, 2, 1 and none.
+  ASSERT_EQ(w.boxes.size(), 3u);
+  for (int64_t k = 0; k < 3; ++k) {
+    const SavedBox& box = w.boxes[k];
+    EXPECT_EQ(box.file, "rank-0000" + std::to_string(k) + ".safetensors");
+    EXPECT_EQ(box.entry, "w@" + std::to_string(k));
+    EXPECT_EQ(box.offsets, (std::vector<int64_t>{2 * k, 0}));
+    EXPECT_EQ(box.sizes, (std::vector<int64_t>{k < 2 ? 2 : 1, 3}));
+  }
+  write_safetensors(dir / "plain.safetensors", {{"a", at::ones({2}, at::kLong)}});
+  const SavedTensor a = inspect(dir / "plain.safetensors").at("a");
+  EXPECT_EQ(a.dtype, at::kLong);
+  ASSERT_EQ(a.boxes.size(), 1u);
+  EXPECT_EQ(a.boxes[0].file, "plain.safetensors");
+  EXPECT_EQ(a.boxes[0].sizes, (std::vector<int64_t>{2}));
+  EXPECT_EQ(counter.bytes(), 0);
+  DTENSOR_EXPECT_ERROR(inspect(dir / "nothing-here"), "does not exist");
+}
+
 // A save that fails on some rank throws on every rank (an async one from
 // wait()) and leaves the older checkpoint whole and nothing beside it.
 TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
