@@ -5,12 +5,17 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
 #include <dtensor/core/tensor_impl.h>
 #include <dtensor/dispatch/op_runner.h>
+#include <dtensor/redistribute/trace_sink.h>
+#include <dtensor/rules/tensor_arguments.h>
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {
@@ -21,13 +26,42 @@ constexpr uint64_t kImplicitReplicationBit = 4;
 
 thread_local uint64_t tls_mode_bits = 0;
 
+// "S(0); R; plain" for the tensors among the top `count` values of `stack`.
+std::string describe_tensors(const torch::jit::Stack& stack, size_t count) {
+  std::vector<std::string> parts;
+  for_each_tensor_argument(
+      c10::ArrayRef<c10::IValue>(stack).slice(stack.size() - count),
+      [&](const at::Tensor& t, size_t, int64_t) {
+        const DTensorSpecPtr* spec = dtensor_spec_or_null(t);
+        parts.push_back(spec != nullptr ? placements_to_string((*spec)->placements()) : "plain");
+      });
+  return absl::StrJoin(parts, "; ");
+}
+
+// run_on_dtensors, reported to `sink` as an op event.
+void run_traced(const c10::OperatorHandle& op, torch::jit::Stack& stack, const DispatchModes& modes,
+                uint64_t bits, TraceSink& sink) {
+  OpEvent event{op_name_string(op.operator_name()),
+                describe_tensors(stack, op.schema().arguments().size()),
+                "",
+                {trace_clock_ns(), 0}};
+  run_on_dtensors(op, stack, modes, bits);
+  event.outputs = describe_tensors(stack, op.schema().returns().size());
+  event.span.end_ns = trace_clock_ns();
+  sink.on_op(std::move(event));
+}
+
 void dtensor_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const uint64_t bits = tls_mode_bits;
   DispatchModes modes;
   modes.propagation.strict = (bits & kStrictBit) != 0;
   modes.propagation.replicate_fallback = (bits & kFallbackBit) != 0;
   modes.implicit_replication = (bits & kImplicitReplicationBit) != 0;
-  run_on_dtensors(op, *stack, modes, bits);
+  if (TraceSink* sink = trace_sink()) {
+    run_traced(op, *stack, modes, bits, *sink);
+  } else {
+    run_on_dtensors(op, *stack, modes, bits);
+  }
 }
 
 // One Library per (namespace, key): torch::Library refuses a second IMPL

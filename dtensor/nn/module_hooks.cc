@@ -124,4 +124,17 @@ at::Tensor run_forward_hooks(const torch::nn::Module& module, at::Tensor output)
   return output;
 }
 
+namespace {
+thread_local std::vector<const torch::nn::Module*> modules_in_call;
+}  // namespace
+
+const std::vector<const torch::nn::Module*>& modules_being_called() { return modules_in_call; }
+
+namespace nn_internal {
+ScopedModuleCall::ScopedModuleCall(const torch::nn::Module& module) {
+  modules_in_call.push_back(&module);
+}
+ScopedModuleCall::~ScopedModuleCall() { modules_in_call.pop_back(); }
+}  // namespace nn_internal
+
 }  // namespace dtensor::nn

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
@@ -52,7 +53,20 @@ at::Tensor run_forward_pre_hooks(const torch::nn::Module& module, at::Tensor inp
 // `output` through `module`'s hooks, in order.
 at::Tensor run_forward_hooks(const torch::nn::Module& module, at::Tensor output);
 
+// The modules `call` is running on the calling thread, outermost first: what
+// a debug trace (dtensor/debug/trace.h) groups ops by.
+const std::vector<const torch::nn::Module*>& modules_being_called();
+
 namespace nn_internal {
+// Marks `module` as being called on this thread while it lives.
+class ScopedModuleCall {
+ public:
+  explicit ScopedModuleCall(const torch::nn::Module& module);
+  ~ScopedModuleCall();
+  ScopedModuleCall(const ScopedModuleCall&) = delete;
+  ScopedModuleCall& operator=(const ScopedModuleCall&) = delete;
+};
+
 // The module a holder or a shared_ptr points to (holders' operator-> is const
 // on const holders, forward() is not).
 template <typename Impl>
@@ -70,6 +84,7 @@ Impl& module_of(const std::shared_ptr<Impl>& module) {
 template <typename ModulePointer, typename... Rest>
 at::Tensor call(const ModulePointer& module, const at::Tensor& input, Rest&&... rest) {
   auto& self = nn_internal::module_of(module);
+  const nn_internal::ScopedModuleCall in_call(self);
   return run_forward_hooks(
       self, self.forward(run_forward_pre_hooks(self, input), std::forward<Rest>(rest)...));
 }

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <vector>
 
+#include <dtensor/redistribute/trace_sink.h>
+
 namespace dtensor {
 namespace {
 
@@ -53,7 +55,14 @@ int64_t CollectiveCounter::total_bytes() const {
   return sum;
 }
 
-void CollectiveCounter::record(std::string_view collective, const at::Tensor& input) {
+void CollectiveCounter::record(std::string_view collective, const at::Tensor& input,
+                               int64_t began_ns) {
+  if (TraceSink* sink = trace_sink()) {
+    const int64_t now = trace_clock_ns();
+    sink->on_collective({std::string(collective),
+                         static_cast<int64_t>(input.nbytes()),
+                         {began_ns < 0 ? now : began_ns, now}});
+  }
   const auto add = [&](CollectiveCounter& counter) {
     ++counter.counts_[std::string(collective)];
     counter.bytes_[std::string(collective)] += static_cast<int64_t>(input.nbytes());

@@ -48,8 +48,10 @@ class CollectiveCounter {
 
   // Called for each collective with the rank's input buffer (its bytes are
   // counted): by the redistribute executor, and by distribute_tensor and
-  // from_local for theirs.
-  static void record(std::string_view collective, const at::Tensor& input);
+  // from_local for theirs. Also reported to the thread's trace sink
+  // (dtensor/redistribute/trace_sink.h) as a span from `began_ns`
+  // (trace_clock_ns(); negative: now) to now.
+  static void record(std::string_view collective, const at::Tensor& input, int64_t began_ns = -1);
 
  private:
   std::map<std::string, int64_t, std::less<>> counts_;

@@ -14,6 +14,7 @@
 #include <dtensor/placements/replicate.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/redistribute/cross_step.h>
+#include <dtensor/redistribute/trace_sink.h>
 #include <dtensor/rules/cost.h>
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
@@ -460,16 +461,25 @@ void set_plan_cache_capacity(int64_t capacity) { plan_cache_limits().set_capacit
 void clear_plan_cache() { plan_cache_limits().clear_all(); }
 
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
+  TraceSink* const sink = trace_sink();
+  const int64_t began = sink != nullptr ? trace_clock_ns() : -1;
   at::Tensor current = local;
   for (const PlannedStep& step : plan.steps) {
     if (!step.context) {
       step.context = std::make_shared<const StepContext>(*step.before, *step.after, step.mesh_dims);
     }
     const at::Tensor input = current;
+    const int64_t step_began = sink != nullptr ? trace_clock_ns() : -1;
     current = step.transition->run(current, *step.context);
     if (step.transition->communicates()) {
-      CollectiveCounter::record(step.transition->collective(), input);
+      CollectiveCounter::record(step.transition->collective(), input, step_began);
     }
+  }
+  if (sink != nullptr && !plan.steps.empty()) {
+    sink->on_redistribute({placements_to_string(plan.steps.front().before->placements()),
+                           placements_to_string(plan.target->placements()),
+                           plan.to_string(),
+                           {began, trace_clock_ns()}});
   }
   return current;
 }

@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include <dtensor/base/check.h>
@@ -66,6 +67,25 @@ const char* type_letter(Type type) {
 std::string type_name(Type type) {
   static const char* const kNames[] = {"Replicate", "Invariant", "Varying", "Partial"};
   return std::string(kNames[static_cast<int>(type)]) + " (" + type_letter(type) + ")";
+}
+
+Types parse_types(std::string_view text) {
+  Types types;
+  const Type all[] = {Type::kReplicate, Type::kInvariant, Type::kVarying, Type::kPartial};
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    std::string_view letter = text.substr(begin, comma - begin);
+    while (!letter.empty() && letter.front() == ' ') letter.remove_prefix(1);
+    while (!letter.empty() && letter.back() == ' ') letter.remove_suffix(1);
+    const auto found = std::find_if(std::begin(all), std::end(all),
+                                    [&](Type type) { return letter == type_letter(type); });
+    DTENSOR_CHECK(found != std::end(all), "spmd::parse_types: expected R, I, V or P per mesh dim, ",
+                  "found \"", letter, "\" at position ", begin, " of \"", text, "\"");
+    types.push_back(*found);
+    begin = comma + 1;
+  }
+  return types;
 }
 
 bool type_checking() { return tls_scope != nullptr; }

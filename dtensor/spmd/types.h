@@ -70,6 +70,10 @@ std::string type_name(Type type);
 // One type per mesh dim of the checking scope's mesh.
 using Types = std::vector<Type>;
 
+// Types from their letters, one per mesh dim, comma-separated: "V,R".
+// Throws dtensor::Error naming an unknown letter and where it is.
+Types parse_types(std::string_view text);
+
 // Checks the types of the calling thread's ATen ops on `mesh`'s local
 // tensors while it lives. Scopes nest: the innermost one checks, with its own
 // table of types (tensors typed in an outer scope are untyped inside).

@@ -138,6 +138,14 @@ TEST(SpmdTypesTest, AssertType) {
   run_ranks(1, [](int) { DTENSOR_EXPECT_ERROR(set_types(at::ones({1}), {V}), "found none"); });
 }
 
+TEST(SpmdTypesTest, ParseTypes) {
+  EXPECT_EQ(parse_types("V,R"), (Types{V, R}));
+  EXPECT_EQ(parse_types("P, I"), (Types{P, I}));
+  DTENSOR_EXPECT_ERROR(parse_types("V,X"),
+                       "spmd::parse_types: expected R, I, V or P per mesh dim, found \"X\" at "
+                       "position 2 of \"V,X\"");
+}
+
 // A sequence-parallel block, x [8, 4] split by rows: RMSNorm with weight g,
 // then a column-parallel w1 [4, 8] and a row-parallel w2 [8, 4] around a
 // tanh, the sequence gathered in and reduce-scattered out.
