@@ -17,6 +17,7 @@ import json
 import math
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -110,6 +111,37 @@ steps of the slowest rank; *ratio* = fully_shard's step ms ÷ the hand-written o
 one model: the program checks that their step-0 losses and final parameters agree.
 """
 
+MOE_ABOUT = """\
+`moe_bench` times the dispatch and combine of an expert-parallel MoE layer (`examples/moe`): two
+`spmd::all_to_all_v` calls on a 1-D mesh of every rank, the second sending the rows back with
+the counts swapped, against hand-written pairs of `Communicator::all_to_all_v` calls, all in the
+same run, rotating which pair goes first per iteration. Bytes per rank = the tokens each rank
+holds (float32 rows of 256 columns); rank q sends rank p the rows of weight ((p − q) mod n) + 1
+out of 1 + 2 + … + n, uneven per pair. Ours allocates its outputs, as a layer does. **raw
+(preallocated)** writes into buffers made before the run: the floor, held to the goal ours ≤ 1.1
+× raw; **raw (allocating)** allocates its outputs as a hand-written layer would, so the gap
+between the two raws is what fresh (page-faulting) output buffers cost. Times are per dispatch +
+combine, the slowest rank's; **÷ raw** = Σ ours time / Σ raw time. In full mode each size gets
+at least 0.5 s of timed iterations (`--benchmark_min_time=0.5`; a 64 MiB iteration of the three
+pairs takes about a second).
+"""
+
+CHECKPOINT_ABOUT = """\
+`checkpoint_bench` times `checkpoint::save` and `checkpoint::load` of one float32 DTensor
+`[rows, 1024]`, Shard(0) over every rank, beside raw POSIX I/O of the same bytes, each rank on
+its own shard. Size = the *global* tensor's bytes (each rank writes and reads its 1/n).
+**save**: to a new directory (the shard's file written and fsynced, the index, the directories
+synced, the rename); **raw write**: open a new file, write(2) the shard, fsync, close: the floor
+of save. **load**: a checkpoint of the same layout saved before the run (the index read, pread
+into a new staging buffer, copied into the shard); **raw read**: open, pread(2) into a buffer
+made and touched before the run, close: the floor of load, which it cannot reach at large sizes
+(the staging buffer's pages are faulted in and zeroed, then copied, so that a failure on any rank
+changes no tensor). Every save and raw write makes new files (the last ones are removed after
+the clock stops). Time = the slowest rank's; each cell: time per call / GB/s (decimal: the global
+bytes ÷ time); **ratio** = ours ÷ raw time (= raw GB/s ÷ ours). In full mode each cell gets at
+least 0.5 s of timed iterations (`--benchmark_min_time=0.5`).
+"""
+
 NCCL_ABOUT = """\
 From `scripts/gpu_check.sh --bench` on the lent GPU machine, which this script cannot reach: the
 JSON and the machine's logs are committed in `benchmarks/nccl/` and redrawn as they are. Both
@@ -130,7 +162,8 @@ mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES=1 build-gpu/benchmarks/<program>
 """
 
 MODES = {
-    "full": "every size, at least 0.1 s of timed iterations per cell",
+    "full": "every size, at least 0.1 s of timed iterations per cell, 0.5 s for moe_bench and "
+            "checkpoint_bench",
     "quick": "16 KiB, 1 MiB and 16 MiB only, at least 0.01 s per cell: a smoke run, not results",
 }
 
@@ -171,6 +204,11 @@ def size_text(size):
 
 def short_size(size):
     return size_text(size).replace(" ", "").replace("iB", "")
+
+
+def time_rate(us, gbps):
+    """A time and a rate in one cell: "<time> / <GB/s>"."""
+    return f"{time_text(us)} / {sig(gbps, 2)}"
 
 
 def bold_above(value, target, text):
@@ -232,6 +270,32 @@ def size_axis(ax, sizes):
     ax.xaxis.set_minor_locator(NullLocator())
 
 
+def log_y_axis(ax, values):
+    """A log y axis labelled in plain numbers: 1, 2, 5 per decade when `values` span few."""
+    ax.set_yscale("log")
+    decades = math.log10(max(values) / min(values))
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades < 3 else (1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: sig(v, 1)))
+    ax.yaxis.set_minor_locator(LogLocator(subs="all"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def size_plot(ax, sizes, series, ylabel, title):
+    """Lines over the size axis (log-log): `series` is [(label, {size: value}, format)]."""
+    for label, points, fmt in series:
+        ax.plot(sorted(points), [points[s] for s in sorted(points)], fmt, label=label)
+    ax.set_ylabel(ylabel)
+    log_y_axis(ax, [v for _, points, _ in series for v in points.values()])
+    size_axis(ax, sizes)
+    ax.set_title(title)
+
+
+def backend_axes(results, rows=1, height=3.4):
+    """A figure with a column of `rows` axes per backend of `results`."""
+    return plt.subplots(rows, len(results), figsize=(5.5 * len(results), height * rows),
+                        squeeze=False)
+
+
 # ---------------------------------------------------------------------------
 # collective_bench.
 
@@ -247,7 +311,7 @@ def collective_tables(runs):
             if run is None:
                 cells.append("")
             elif ranks > 1:
-                cells.append(f"{time_text(micros(run))} / {sig(run['busbw_gbps'], 2)}")
+                cells.append(time_rate(micros(run), run["busbw_gbps"]))
             else:
                 cells.append(time_text(micros(run)))
         rows.append([name] + cells)
@@ -274,26 +338,16 @@ def redistribute_plot(cases, name, title):
     rows = math.ceil(len(cases) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(12, 2.7 * rows), squeeze=False)
     for ax, (case, at) in zip(axes.flat, cases.items()):
-        points = sorted(at.items())
-        x = [s for s, _ in points]
-        if any(r["busbw_gbps"] > 0 for _, r in points):
-            ours = [r["busbw_gbps"] for _, r in points]
-            raw = [r["raw_busbw_gbps"] for _, r in points]
-            ax.set_ylabel("busbw GB/s (higher is better)")
+        if any(r["busbw_gbps"] > 0 for r in at.values()):
+            ours = {s: r["busbw_gbps"] for s, r in at.items()}
+            raw = {s: r["raw_busbw_gbps"] for s, r in at.items()}
+            ylabel = "busbw GB/s (higher is better)"
         else:  # nothing crosses a link (a memcpy raw, or one rank): times
-            ours = [micros(r) for _, r in points]
-            raw = [r["raw_us"] for _, r in points]
-            ax.set_ylabel("µs (lower is better)")
-        ax.plot(x, ours, "o-", label="redistribute (ours)")
-        ax.plot(x, raw, "s--", label="raw collective")
-        ax.set_yscale("log")
-        decades = math.log10(max(ours + raw) / min(ours + raw))
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades < 3 else (1.0,)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: sig(v, 1)))
-        ax.yaxis.set_minor_locator(LogLocator(subs="all"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        size_axis(ax, sizes)
-        ax.set_title(case)
+            ours = {s: micros(r) for s, r in at.items()}
+            raw = {s: r["raw_us"] for s, r in at.items()}
+            ylabel = "µs (lower is better)"
+        size_plot(ax, sizes, [("redistribute (ours)", ours, "o-"), ("raw collective", raw, "s--")],
+                  ylabel, case)
     for ax in list(axes.flat)[len(cases):]:
         ax.set_visible(False)
     axes.flat[0].legend(loc="best")
@@ -302,8 +356,9 @@ def redistribute_plot(cases, name, title):
     return save(fig, name)
 
 
-def ratio_text(run, size):
-    ratio = run["ratio_to_raw"]
+def ratio_text(run, size, counter="ratio_to_raw"):
+    """The run's ratio counter, bold above the target from RATIO_TARGET_MIN_BYTES."""
+    ratio = run[counter]
     return bold_above(ratio if size >= RATIO_TARGET_MIN_BYTES else 0, RATIO_TARGET, sig(ratio))
 
 
@@ -424,7 +479,7 @@ def step_bars(ax, labels, series, title):
 
 def llama_section(results):
     out = [LLAMA_ABOUT]
-    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.4), squeeze=False)
+    fig, axes = backend_axes(results)
     for ax, (backend, path) in zip(axes.flat, results.items()):
         data = json.loads(Path(path).read_text())
         context, rows = data["context"], data["rows"]
@@ -463,7 +518,7 @@ def llama_section(results):
 
 def fsdp_section(results):
     out = [FSDP_ABOUT]
-    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 3.4), squeeze=False)
+    fig, axes = backend_axes(results)
     for ax, (backend, path) in zip(axes.flat, results.items()):
         data = json.loads(Path(path).read_text())
         context, rows = data["context"], data["rows"]
@@ -496,6 +551,103 @@ def fsdp_section(results):
     fig.tight_layout()
     out.append(save(fig, "fsdp_step"))
     return out
+
+
+# ---------------------------------------------------------------------------
+# moe_bench.
+
+
+def moe_section(results):
+    out = [MOE_ABOUT]
+    fig, axes = backend_axes(results, rows=2, height=3.2)
+    for (times_ax, ratio_ax), (backend, path) in zip(axes.T, results.items()):
+        cases, ranks = by_case(load_gbench(path)[1], "")
+        at = cases["moe_dispatch_combine"]
+        sizes = sorted(at)
+        ours = {s: micros(at[s]) for s in sizes}
+        raw = {s: at[s]["raw_us"] for s in sizes}
+        # ratio_to_raw_allocating = Σ ours / Σ allocating raw, ours being the mean time.
+        allocating = {s: ours[s] / at[s]["ratio_to_raw_allocating"] for s in sizes}
+        out.append(f"\n### {BACKEND_TITLES[backend].format(n=ranks)}\n\n")
+        rows = [[size_text(s), time_text(ours[s]), time_text(raw[s]), time_text(allocating[s]),
+                 ratio_text(at[s], s), ratio_text(at[s], s, "ratio_to_raw_allocating")]
+                for s in sizes]
+        out.append(table(["bytes per rank", "ours (spmd::all_to_all_v)", "raw (preallocated)",
+                          "raw (allocating)", f"÷ raw (preallocated, goal ≤ {RATIO_TARGET})",
+                          "÷ raw (allocating)"], rows))
+        title = f"{backend}, {ranks} ranks"
+        size_plot(times_ax, sizes, [("spmd::all_to_all_v (ours)", ours, "o-"),
+                                    ("raw, preallocated", raw, "s--"),
+                                    ("raw, allocating", allocating, "^:")],
+                  "µs per dispatch + combine", title)
+        # The colours of the raws above.
+        for counter, label, fmt in (("ratio_to_raw", "÷ raw, preallocated", "s--C1"),
+                                    ("ratio_to_raw_allocating", "÷ raw, allocating", "^:C2")):
+            ratio_ax.plot(sizes, [at[s][counter] for s in sizes], fmt, label=label)
+        ratio_ax.axhline(RATIO_TARGET, color="red", linestyle="--",
+                         label=f"goal {RATIO_TARGET}")
+        ratio_ax.set_ylabel("ours ÷ raw (lower is better)")
+        size_axis(ratio_ax, sizes)
+        ratio_ax.set_title(title)
+    axes[0, 0].legend(loc="best")
+    axes[1, 0].legend(loc="best")
+    fig.suptitle("MoE dispatch + combine: spmd::all_to_all_v vs raw all_to_all_v pairs")
+    fig.tight_layout()
+    return out + ["\n", save(fig, "moe")]
+
+
+# ---------------------------------------------------------------------------
+# checkpoint_bench.
+
+CHECKPOINT_PAIRS = (("save", "raw_write"), ("load", "raw_read"))
+CHECKPOINT_LABELS = {"save": "save", "raw_write": "raw write", "load": "load",
+                     "raw_read": "raw read"}
+
+
+def checkpoint_files_text(machine):
+    """Where checkpoint_bench's files were, from machine.txt."""
+    fs = machine.get("checkpoint_fs")
+    if fs is None:  # a run before make_results.sh recorded it
+        return ("Files: in `$DTENSOR_CHECKPOINT_BENCH_DIR`, else `/tmp` (the file system was "
+                "not recorded).\n")
+    disk = "memory (tmpfs: the writes reach no device)" if fs.startswith("tmpfs") else \
+        "the machine's disk"
+    return textwrap.fill(
+        f"Files: `{machine['checkpoint_files']}/` (`DTENSOR_CHECKPOINT_BENCH_DIR`), on "
+        f"{disk}: {fs}. The page cache is not dropped (that needs root and would time the "
+        "disk instead of the library): writes are timed through fsync, so save and raw "
+        "write include reaching the device; load and raw read read files just written, "
+        "from the page cache: memory bandwidth plus system calls, alike for both.", 96) + "\n"
+
+
+def checkpoint_section(results):
+    machine = read_machine(next(iter(results.values())).parent)
+    out = [CHECKPOINT_ABOUT, "\n", checkpoint_files_text(machine)]
+    fig, axes = backend_axes(results)
+    for ax, (backend, path) in zip(axes.flat, results.items()):
+        cases, ranks = by_case(load_gbench(path)[1], "")
+        sizes = sorted({s for c in cases.values() for s in c})
+        out.append(f"\n### {BACKEND_TITLES[backend].format(n=ranks)}\n\n")
+        rows = []
+        for size in sizes:
+            row = [size_text(size)]
+            for ours, raw in CHECKPOINT_PAIRS:
+                a, b = cases[ours][size], cases[raw][size]
+                row += [time_rate(micros(a), a["gbps"]), time_rate(micros(b), b["gbps"]),
+                        sig(micros(a) / micros(b))]
+            rows.append(row)
+        out.append(table(["size (global)", "save", "raw write", "ratio", "load", "raw read",
+                          "ratio"], rows))
+        series = []
+        for pair, color in zip(CHECKPOINT_PAIRS, ("C0", "C1")):
+            for case, fmt in zip(pair, ("o-", "s--")):
+                series.append((CHECKPOINT_LABELS[case],
+                               {s: r["gbps"] for s, r in cases[case].items()}, fmt + color))
+        size_plot(ax, sizes, series, "GB/s (higher is better)", f"{backend}, {ranks} ranks")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=4)
+    fig.suptitle("checkpoint save and load vs raw write + fsync and pread")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return out + ["\n", save(fig, "checkpoint")]
 
 
 # ---------------------------------------------------------------------------
@@ -537,12 +689,21 @@ BENCHMARKS = [
      llama_section),
     ("fsdp_step_bench", "fully_shard step against a hand-written ZeRO-3 step", ["local", "mpi"],
      fsdp_section),
+    ("moe_bench", "MoE dispatch and combine against hand-written all_to_all_v pairs",
+     ["local", "mpi"], moe_section),
+    ("checkpoint_bench", "Checkpoint save and load against raw file I/O", ["local", "mpi"],
+     checkpoint_section),
 ]
 
 
+def read_machine(results_dir):
+    """machine.txt as {key: value}."""
+    return dict(line.split("=", 1) for line in
+                (results_dir / "machine.txt").read_text().splitlines() if "=" in line)
+
+
 def machine_section(results_dir):
-    m = dict(line.split("=", 1) for line in
-             (results_dir / "machine.txt").read_text().splitlines() if "=" in line)
+    m = read_machine(results_dir)
     commands = [line.split("\t", 1) for line in
                 (results_dir / "commands.txt").read_text().splitlines()]
     total = sum(int(seconds) for seconds, _ in commands)
@@ -564,6 +725,8 @@ def machine_section(results_dir):
         f"* {shared}. Compare ours with the raw of the same row (measured alternately, in the same "
         "conditions), not numbers across runs.\n\n",
         "```sh\nexport OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # as root\n",
+        *([f"export DTENSOR_CHECKPOINT_BENCH_DIR={m['checkpoint_files']}   # checkpoint_bench\n"]
+          if "checkpoint_files" in m else []),
         *[f"{command}   # {seconds} s\n" for seconds, command in commands],
         "```\n",
     ]

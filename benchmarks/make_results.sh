@@ -5,6 +5,7 @@
 # benchmarks/RESULTS.md and the SVG plots in benchmarks/plots/ from their JSON.
 #
 #   bash benchmarks/make_results.sh                  # full: every size, >= 0.1 s per cell
+#                                                    # (moe_bench, checkpoint_bench: >= 0.5 s)
 #   bash benchmarks/make_results.sh --quick          # 3 sizes, >= 0.01 s per cell, 3 training steps
 #   bash benchmarks/make_results.sh --build-dir=DIR  # benchmarks already built in DIR (Release)
 #   bash benchmarks/make_results.sh --render-only    # no run: redraw from benchmarks/results/
@@ -12,13 +13,15 @@
 # Steps: installs python3-matplotlib (Debian) when missing; configures and builds
 # the benchmark targets into build-results/ (Release, warnings as errors)
 # unless --build-dir names a build; records the machine (uname, nproc, CPU
-# model, memory, libtorch, Open MPI, commit, date, load average) in
-# results/machine.txt; runs every registered benchmark (the table `registered`
-# below) on the local backend (4 threads) and under
-# `mpirun -np 4 --oversubscribe`, each writing results/<program>.<backend>.json
-# (and .log), with the command lines and their seconds in results/commands.txt;
-# then make_results.py writes RESULTS.md and plots/. benchmarks/results/ is
-# git-ignored; commit RESULTS.md and plots/.
+# model, memory, libtorch, Open MPI, commit, date, load average, and the file
+# system checkpoint_bench writes to) in results/machine.txt; runs every
+# registered benchmark (the table `registered` below) on the local backend (4
+# threads) and under `mpirun -np 4 --oversubscribe`, each writing
+# results/<program>.<backend>.json (and .log), with the command lines and
+# their seconds in results/commands.txt (checkpoint_bench writes its files in
+# results/checkpoint-files/, on this tree's disk rather than in /tmp, which
+# may be a tmpfs; removed afterwards); then make_results.py writes RESULTS.md
+# and plots/. benchmarks/results/ is git-ignored; commit RESULTS.md and plots/.
 #
 # GPU results: unpack the gpu-logs.tar.gz that `scripts/gpu_check.sh --bench`
 # leaves in $OUT into benchmarks/results/ (giving results/gpu-logs/). This
@@ -82,7 +85,7 @@ if [[ -z "${build_dir}" ]]; then
   cmake -S . -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_WARNINGS_AS_ERRORS=ON \
     -DDTENSOR_BUILD_TESTS=OFF
   cmake --build "${build_dir}" -j "$(nproc)" --target collective_bench redistribute_bench \
-    dispatch_bench llama_step_bench fsdp_step_bench
+    dispatch_bench llama_step_bench fsdp_step_bench moe_bench checkpoint_bench
 fi
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "${build_dir}/CMakeCache.txt")"
 if [[ "${build_type}" != Release ]]; then
@@ -93,8 +96,12 @@ fi
 # ---------------------------------------------------------------------------
 # The machine.
 
-rm -rf "${results:?}"/*.json "${results:?}"/*.log "${results}/commands.txt" "${results}/machine.txt"
-mkdir -p "${results}"
+# checkpoint_bench's directory (DTENSOR_CHECKPOINT_BENCH_DIR), relative to the
+# repository root where every command runs.
+checkpoint_files="${results}/checkpoint-files"
+rm -rf "${results:?}"/*.json "${results:?}"/*.log "${results}/commands.txt" \
+  "${results}/machine.txt" "${checkpoint_files}"
+mkdir -p "${results}" "${checkpoint_files}"
 
 torch_dir="$(sed -n 's/^Torch_DIR:PATH=//p' "${build_dir}/CMakeCache.txt")"
 if owner="$(dpkg -S "${torch_dir}" 2>/dev/null)"; then
@@ -120,6 +127,9 @@ git diff --quiet HEAD -- || commit+=" with uncommitted changes"
   echo "libtorch=${libtorch}"
   echo "mpi=$(mpirun --version 2>&1 | head -1)"
   echo "build=${build_dir} (${build_type})"
+  echo "checkpoint_files=${checkpoint_files}"
+  echo "checkpoint_fs=$(df --output=fstype,source "${checkpoint_files}" |
+    awk 'END {print $1 " on " $2}')"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 } > "${results}/machine.txt"
 
@@ -127,14 +137,19 @@ git diff --quiet HEAD -- || commit+=" with uncommitted changes"
 # Running the benchmarks.
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # as root; harmless otherwise
+export DTENSOR_CHECKPOINT_BENCH_DIR="${checkpoint_files}"  # mpirun's ranks inherit it
 bin="${build_dir}/benchmarks"
 if [[ ${quick} == 1 ]]; then
   size_filter='/(16384|1048576|16777216)/|^plan_cache_hit/'
   gbench_flags=(--benchmark_min_time=0.01)
+  long_gbench_flags=("${gbench_flags[@]}")
   train_steps=3  # llama_step_bench, fsdp_step_bench
 else
   size_filter='.'
   gbench_flags=(--benchmark_min_time=0.1)
+  # moe_bench, checkpoint_bench: their largest sizes take 0.1 to 1 s an
+  # iteration, so 0.1 s would time one; about 40 s per program and backend.
+  long_gbench_flags=(--benchmark_min_time=0.5)
   train_steps=10
 fi
 
@@ -171,7 +186,8 @@ quoted() {
   echo "${words[*]}"
 }
 
-# A Google Benchmark program ($2) on backend $1 with JSON output; more flags after.
+# A Google Benchmark program ($2) on backend $1 with JSON output; more flags
+# after. A bench_ function may override gbench_flags with a local.
 gbench_run() {
   run_on "$1" "$2" "${gbench_flags[@]}" "${@:3}" \
     "--benchmark_out=${results}/$2.$1.json" --benchmark_out_format=json
@@ -188,6 +204,14 @@ bench_llama_step_bench() {
 bench_fsdp_step_bench() {
   run_on "$1" fsdp_step_bench "--steps=${train_steps}" "--json=${results}/fsdp_step_bench.$1.json"
 }
+bench_moe_bench() {
+  local gbench_flags=("${long_gbench_flags[@]}")
+  gbench_run "$1" moe_bench "--benchmark_filter=${size_filter}"
+}
+bench_checkpoint_bench() {
+  local gbench_flags=("${long_gbench_flags[@]}")
+  gbench_run "$1" checkpoint_bench "--benchmark_filter=${size_filter}"
+}
 
 # Registered benchmarks: the program, then the backends it runs on.
 registered=(
@@ -196,6 +220,8 @@ registered=(
   "dispatch_bench one"
   "llama_step_bench local mpi"
   "fsdp_step_bench local mpi"
+  "moe_bench local mpi"
+  "checkpoint_bench local mpi"
 )
 
 for entry in "${registered[@]}"; do
@@ -203,5 +229,6 @@ for entry in "${registered[@]}"; do
   for backend in ${backends}; do "bench_${program}" "${backend}"; done
 done
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >> "${results}/machine.txt"
+rm -rf "${checkpoint_files:?}"
 
 "${python}" benchmarks/make_results.py "${results}"
