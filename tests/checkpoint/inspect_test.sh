@@ -2,54 +2,15 @@
 # tests/checkpoint/inspect_test.sh: runs `dtensor-checkpoint inspect` on the
 # checkpoints checkpoint_sample writes and checks its exact output.
 # Usage: inspect_test.sh PATH/TO/dtensor-checkpoint PATH/TO/checkpoint_sample
-#
-# Every check runs (no early exit) so one run reports all that is wrong; the
-# exit status is 1 if any failed.
+# Checks: tests/support/cli_checks.sh.
 set -u
 
 tool="${1:?usage: inspect_test.sh TOOL SAMPLE}"
 sample="${2:?usage: inspect_test.sh TOOL SAMPLE}"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/dtensor-checkpoint-inspect-XXXXXX")"
 trap 'rm -rf "$dir"' EXIT
-failures=0
-checks=0
-
-fail() {
-  echo "FAIL [$case_name]: $*" >&2
-  failures=$((failures + 1))
-}
-
-# Runs the tool; leaves stdout, stderr and the exit code in $out, $err, $rc.
-run() {
-  out="$("$tool" "$@" 2>"$dir/stderr")"
-  rc=$?
-  err="$(cat "$dir/stderr")"
-}
-
-expect_rc() {
-  checks=$((checks + 1))
-  [[ "$rc" == "$1" ]] || fail "exit code: expected $1, found $rc (stderr: $err)"
-}
-
-expect_out() {
-  checks=$((checks + 1))
-  [[ "$out" == "$1" ]] || fail "stdout: expected
-$1
-found
-$out"
-}
-
-# Bad input: exit code 2, nothing on stdout, one line on stderr that starts
-# with the tool's name and contains $1.
-expect_error() {
-  expect_rc 2
-  checks=$((checks + 1))
-  [[ -z "$out" ]] || fail "stdout: expected nothing, found '$out'"
-  [[ "$(printf '%s\n' "$err" | wc -l)" == 1 ]] || fail "stderr: expected one line, found
-$err"
-  [[ "$err" == "dtensor-checkpoint: "*"$1"* ]] ||
-    fail "stderr: expected 'dtensor-checkpoint: ...$1...', found '$err'"
-}
+tool_name=dtensor-checkpoint
+source "$(dirname "$0")/../support/cli_checks.sh"
 
 "$sample" "$dir" || { echo "FAIL: checkpoint_sample $dir failed" >&2; exit 1; }
 
@@ -103,5 +64,4 @@ checks=$((checks + 1))
 grep -q '^  dtensor-checkpoint inspect PATH$' <<<"$out" || fail "stdout: expected the usage, found
 $out"
 
-echo "checkpoint_inspect_cli: $checks checks, $failures failed"
-[[ "$failures" == 0 ]]
+finish_checks checkpoint_inspect_cli

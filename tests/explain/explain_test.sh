@@ -1,72 +1,12 @@
 #!/usr/bin/env bash
 # tests/explain/explain_test.sh: runs dtensor-explain and checks its exact
 # output. Usage: explain_test.sh PATH/TO/dtensor-explain
-#
-# Plain bash and grep on purpose: the test must run wherever ctest does, with
-# nothing to install. Every check runs (no early exit) so one run reports all
-# that is wrong; the exit status is 1 if any failed.
+# Checks: tests/support/cli_checks.sh.
 set -u
 
 tool="${1:?usage: explain_test.sh PATH/TO/dtensor-explain}"
-failures=0
-checks=0
-
-fail() {
-  echo "FAIL [$case_name]: $*" >&2
-  failures=$((failures + 1))
-}
-
-# Runs the tool; leaves stdout, stderr and the exit code in $out, $err, $rc.
-run() {
-  local err_file
-  err_file="$(mktemp)"
-  out="$("$tool" "$@" 2>"$err_file")"
-  rc=$?
-  err="$(cat "$err_file")"
-  rm -f "$err_file"
-}
-
-expect_rc() {
-  checks=$((checks + 1))
-  [[ "$rc" == "$1" ]] || fail "exit code: expected $1, found $rc (stderr: $err)"
-}
-
-# The whole of stdout equals $1.
-expect_out() {
-  checks=$((checks + 1))
-  [[ "$out" == "$1" ]] || fail "stdout: expected
-$1
-found
-$out"
-}
-
-# stdout has a line exactly equal to $1.
-expect_line() {
-  checks=$((checks + 1))
-  grep -Fxq -- "$1" <<<"$out" || fail "stdout: expected the line '$1' in
-$out"
-}
-
-# stdout has exactly $1 lines matching the extended regex $2.
-expect_count() {
-  checks=$((checks + 1))
-  local found
-  found="$(grep -Ec -- "$2" <<<"$out")"
-  [[ "$found" == "$1" ]] || fail "stdout: expected $1 lines matching '$2', found $found in
-$out"
-}
-
-# Bad input: exit code 2, nothing on stdout, one line on stderr that starts
-# with the tool's name and contains $1.
-expect_usage_error() {
-  expect_rc 2
-  checks=$((checks + 1))
-  [[ -z "$out" ]] || fail "stdout: expected nothing, found '$out'"
-  [[ "$(printf '%s\n' "$err" | wc -l)" == 1 ]] || fail "stderr: expected one line, found
-$err"
-  [[ "$err" == "dtensor-explain: "*"$1"* ]] ||
-    fail "stderr: expected 'dtensor-explain: ...$1...', found '$err'"
-}
+tool_name=dtensor-explain
+source "$(dirname "$0")/../support/cli_checks.sh"
 
 # (a) The design's example: [15, 5] as [SS(0,2), S(0)] on a (4, 2) mesh puts
 # dim-0 offsets 0,8,2,10,4,12,6,14 on ranks 0..7.
@@ -162,44 +102,44 @@ expect_count 1 '"totals":\{"steps":1,"collectives":1,'
 # dtensor::Error messages (the parser's caret).
 case_name="malformed placements"
 run layout --mesh 4,2 --shape 15,5 --placements "S(0"
-expect_usage_error "parse_placements: expected ')' at column 4"
+expect_error "parse_placements: expected ')' at column 4"
 
 case_name="unknown subcommand"
 run explode --mesh 2
-expect_usage_error "unknown subcommand 'explode'"
+expect_error "unknown subcommand 'explode'"
 
 case_name="mesh size 0"
 run layout --mesh 0 --shape 4 --placements "S(0)"
-expect_usage_error "--mesh: expected sizes >= 1"
+expect_error "--mesh: expected sizes >= 1"
 
 case_name="placement count mismatch"
 run plan --mesh 2,2 --shape 8,8 --from "S(0)" --to "R,R"
-expect_usage_error "--from: expected one placement per mesh dim (2), found 1"
+expect_error "--from: expected one placement per mesh dim (2), found 1"
 
 case_name="missing option"
 run layout --mesh 4 --placements "S(0)"
-expect_usage_error "missing option --shape"
+expect_error "missing option --shape"
 
 case_name="malformed number"
 run layout --mesh 4 --shape 15,x --placements "S(0)"
-expect_usage_error "--shape: expected comma-separated non-negative integers"
+expect_error "--shape: expected comma-separated non-negative integers"
 
 case_name="dim out of range"
 run layout --mesh 4 --shape 15 --placements "S(3)"
-expect_usage_error "S(3)"
+expect_error "S(3)"
 
 case_name="unknown dtype"
 run plan --mesh 2 --shape 4 --from "S(0)" --to R --dtype float8
-expect_usage_error "--dtype: expected one of"
+expect_error "--dtype: expected one of"
 
 case_name="ragged units whose sum overflows"
 unit=999999999999999999
 run layout --mesh 10 --shape 4 --placements "RG(dims=1,units=[$unit,$unit,$unit,$unit,$unit,$unit,$unit,$unit,$unit,$unit])"
-expect_usage_error "a list whose sum fits in 64 bits"
+expect_error "a list whose sum fits in 64 bits"
 
 case_name="shape whose bytes overflow"
 run plan --mesh 2 --shape 4294967296,4294967296 --from "S(0)" --to R
-expect_usage_error "expected sizes whose strides and product in bytes fit in 64 bits"
+expect_error "expected sizes whose strides and product in bytes fit in 64 bits"
 
 # Arithmetic at the edge of int64 and huge split factors answer at once.
 case_name="largest extent"
@@ -216,12 +156,11 @@ expect_count 1 '"rank":1,.*"local_shape":\[0\],"global_offset":\[4\]'
 
 case_name="no subcommand"
 run
-expect_usage_error "expected a subcommand"
+expect_error "expected a subcommand"
 
 case_name="help"
 run plan --help
 expect_rc 0
 expect_count 1 '^Usage:$'
 
-echo "explain_cli: $checks checks, $failures failed"
-[[ "$failures" == 0 ]]
+finish_checks explain_cli
