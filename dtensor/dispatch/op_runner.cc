@@ -100,7 +100,19 @@ std::optional<at::Tensor> reduce_through_view_origin(const at::Tensor& t,
   }
   const at::Tensor viewed_shard = local_for(
       origin->viewed, std::make_shared<const DTensorSpec>(viewed_spec->with_placements(reduced)));
-  at::Tensor shard = origin->view(viewed_shard);
+  // A view op may read strides and offsets (as_strided, _reshape_alias):
+  // replayed only on a shard laid out in memory as the one it viewed.
+  const at::Tensor& viewed_local = dtensor_impl(origin->viewed)->local();
+  if (viewed_shard.strides() != viewed_local.strides() ||
+      viewed_shard.storage_offset() != viewed_local.storage_offset()) {
+    return std::nullopt;
+  }
+  at::Tensor shard;
+  try {
+    shard = origin->view(viewed_shard);
+  } catch (const c10::Error&) {
+    return std::nullopt;  // it reached past the reduced shard's storage
+  }
   if (shard.sizes() != c10::IntArrayRef(target->local_layout().local_shape)) return std::nullopt;
   dtensor_impl(t)->remember_reduced_form(make_dtensor_tensor(shard, target));
   return shard;

@@ -86,6 +86,24 @@ TEST(DispatchTest, AViewOfAPendingSumReducesItsOriginOnceForBoth) {
   });
 }
 
+// Views of views (a slice, then its transpose) reduce their first origin,
+// and each takes its view of that one reduction.
+TEST(DispatchTest, AViewOfAViewOfAPendingSumReducesTheFirstOrigin) {
+  run_ranks(4, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({6, 5});
+    const DTensor g = partial_sum_terms(a, mesh);
+    const at::Tensor rows = g.tensor().narrow(0, 1, 4);
+    const at::Tensor transposed = rows.t();
+    CollectiveCounter counter;
+    EXPECT_DT(at::exp(transposed), at::exp(a.narrow(0, 1, 4).t()), "R");
+    EXPECT_DT(at::exp(rows), at::exp(a.narrow(0, 1, 4)), "R");
+    EXPECT_DT(at::exp(g), at::exp(a), "R");
+    EXPECT_EQ(counter.count("all_reduce"), 1);
+    EXPECT_EQ(counter.total(), 1);
+  });
+}
+
 // A view whose origin was written since it was taken reduces on its own.
 TEST(DispatchTest, AViewOfAWrittenPendingSumReducesItself) {
   run_ranks(4, [](int) {
