@@ -121,6 +121,22 @@ void run_all_to_all_v(Communicator& c, Buffers& b) {
 }
 void run_broadcast(Communicator& c, Buffers& b) { c.broadcast(b.input, /*root=*/0); }
 
+at::Tensor run_all_reduce_allocating(Communicator& c, Buffers& b) {
+  at::Tensor output = at::empty_like(b.input);
+  c.all_reduce(b.input, output, ReduceOp::kSum);
+  return output;
+}
+at::Tensor run_broadcast_in_place(Communicator& c, Buffers& b) {
+  run_broadcast(c, b);
+  return b.input;
+}
+template <void (*Run)(Communicator&, Buffers&)>
+at::Tensor run_into_new_output(Communicator& c, Buffers& b) {
+  Buffers fresh{b.input, at::empty_like(b.output), b.counts, b.recv_counts};
+  Run(c, fresh);
+  return fresh.output;
+}
+
 }  // namespace
 
 double all_reduce_factor(int n) { return 2.0 * (n - 1) / n; }
@@ -129,14 +145,21 @@ double broadcast_factor(int) { return 1.0; }
 
 const std::vector<Collective>& collectives() {
   static const std::vector<Collective> table = {
-      {"all_reduce", prepare_in_place, run_all_reduce, all_reduce_factor},
-      {"all_gather", prepare_gather, run_all_gather, gather_scatter_factor},
-      {"all_gather_v", prepare_gather_v, run_all_gather_v, gather_scatter_factor},
-      {"reduce_scatter", prepare_scatter, run_reduce_scatter, gather_scatter_factor},
-      {"reduce_scatter_v", prepare_scatter_v, run_reduce_scatter_v, gather_scatter_factor},
-      {"all_to_all", prepare_all_to_all, run_all_to_all, gather_scatter_factor},
-      {"all_to_all_v", prepare_all_to_all_v, run_all_to_all_v, gather_scatter_factor},
-      {"broadcast", prepare_in_place, run_broadcast, broadcast_factor},
+      {"all_reduce", prepare_in_place, run_all_reduce, run_all_reduce_allocating,
+       all_reduce_factor},
+      {"all_gather", prepare_gather, run_all_gather, run_into_new_output<run_all_gather>,
+       gather_scatter_factor},
+      {"all_gather_v", prepare_gather_v, run_all_gather_v, run_into_new_output<run_all_gather_v>,
+       gather_scatter_factor},
+      {"reduce_scatter", prepare_scatter, run_reduce_scatter,
+       run_into_new_output<run_reduce_scatter>, gather_scatter_factor},
+      {"reduce_scatter_v", prepare_scatter_v, run_reduce_scatter_v,
+       run_into_new_output<run_reduce_scatter_v>, gather_scatter_factor},
+      {"all_to_all", prepare_all_to_all, run_all_to_all, run_into_new_output<run_all_to_all>,
+       gather_scatter_factor},
+      {"all_to_all_v", prepare_all_to_all_v, run_all_to_all_v,
+       run_into_new_output<run_all_to_all_v>, gather_scatter_factor},
+      {"broadcast", prepare_in_place, run_broadcast, run_broadcast_in_place, broadcast_factor},
   };
   return table;
 }

@@ -110,6 +110,12 @@ struct Collective {
   const char* name;
   Buffers (*prepare)(const Communicator& comm, const at::TensorOptions& options, int64_t numel);
   void (*run)(Communicator&, Buffers&);
+  // The same call as a user's code makes it when it needs a new result: into
+  // an output it allocates (at::empty: a large one page-faults in on every
+  // call), leaving the input as it was; returns that output, so the caller
+  // decides when it is freed. Broadcast, in place by nature, runs as `run`
+  // and returns its tensor.
+  at::Tensor (*run_allocating)(Communicator&, Buffers&);
   // nccl-tests' busbw factor for a group of n: busbw = algbw × factor.
   double (*bus_factor)(int n);
 };

@@ -41,14 +41,22 @@
 // redistribute_any(distribute_tensor(zeros, mesh, R), P(sum)), since the public redistribute
 // refuses Partial targets.
 //
+// Two raw baselines: "raw" writes into buffers made and zero-filled once (the floor: no page
+// fault in a timed call), "raw allocating" makes each call's output as a user's call would
+// (at::empty, so a fresh multi-MiB output page-faults in; the memcpy becomes a clone). The
+// redistribute allocates its output in the timed call (from dtensor's buffer pool on the CPU,
+// base/buffer_pool.h).
+//
 // Timing: per benchmark run the input is distributed once and the raw buffers are made and
 // zero-filled (untimed), then one untimed warm-up of each. Each iteration times the raw
-// collective(s) and dt.redistribute(target), alternating which goes first, each as: barrier,
-// time the call (+ device sync on nccl), all_reduce(max) of the elapsed seconds (the output
-// DTensor is destroyed after the clock stops). The redistribute's max-over-ranks time is Google
-// Benchmark's manual time. Counters:
+// collective(s), the allocating raw collective(s) and dt.redistribute(target), rotating which
+// goes first, each as: barrier, time the call (+ device sync on nccl), all_reduce(max) of the
+// elapsed seconds (outputs are destroyed after the clock stops). The redistribute's
+// max-over-ranks time is Google Benchmark's manual time. Counters:
 //   raw_us         mean raw time per iteration (max over ranks), µs
+//   raw_allocating_us  the same for the allocating raw
 //   ratio_to_raw   sum of redistribute times / sum of raw times (the target is <= 1.1)
+//   ratio_to_raw_allocating  the same against the allocating raw
 //   busbw_gbps     bus bytes / redistribute time / 1e9, where bus bytes = sum over the raw steps
 //                  of (collective_bench size × nccl-tests factor of the step's group):
 //                  2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all(_v);
@@ -74,8 +82,10 @@
 //     benchmarks/redistribute_bench --backend=nccl   # one GPU: a one-rank group would
 //                                                    # otherwise copy instead of communicating
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -230,6 +240,13 @@ int64_t overlap(ChunkRange a, ChunkRange b) {
 // ---------------------------------------------------------------------------
 // One benchmark run of a case on one rank.
 
+// Seconds of one iteration of each contender.
+struct Times {
+  double raw = 0;
+  double raw_allocating = 0;
+  double redistribute = 0;
+};
+
 class CaseRun {
  public:
   CaseRun(const RankContext& ctx, const Meshes& meshes, const Case& c, int64_t bytes) : ctx_(ctx) {
@@ -261,40 +278,40 @@ class CaseRun {
         const int group = raw.comm->size();
         if (step.collective == "ragged_all_to_all_v") {
           raw.buffers = ragged_buffers(c, rows, *raw.comm);
-          raw.run = bench::find_collective("all_to_all_v").run;
+          raw.collective = &bench::find_collective("all_to_all_v");
           bus_bytes_ += static_cast<double>(size) * bench::gather_scatter_factor(group);
         } else {
           const bench::Collective& collective = bench::find_collective(step.collective);
           raw.buffers = collective.prepare(*raw.comm, ctx.options, bench::numel_for(size, group));
-          raw.run = collective.run;
+          raw.collective = &collective;
           bus_bytes_ += static_cast<double>(size) * collective.bus_factor(group);
         }
       }
       raws_.push_back(std::move(raw));
     }
-    run_raw();  // untimed warm-ups
+    run_raw(/*allocating=*/false);  // untimed warm-ups
+    run_raw(/*allocating=*/true);
     run_redistribute();
     bench::synchronize_device(ctx_);
   }
 
-  // Seconds of the raw collective(s) and of the redistribute in iteration
-  // `i`, each the max over ranks.
-  std::pair<double, double> time_one(int64_t i) {
-    double raw = 0;
-    double redistribute = 0;
-    const auto time_raw = [&] { raw = bench::time_max_over_ranks(ctx_, [&] { run_raw(); }); };
-    const auto time_redistribute = [&] {
-      std::optional<DTensor> out;
-      redistribute = bench::time_max_over_ranks(ctx_, [&] { out.emplace(run_redistribute()); });
-    };
-    if (i % 2 == 0) {
-      time_raw();
-      time_redistribute();
-    } else {
-      time_redistribute();
-      time_raw();
-    }
-    return {raw, redistribute};
+  // Seconds of each contender in iteration `i`, each the max over ranks;
+  // which goes first rotates.
+  Times time_one(int64_t i) {
+    Times t;
+    const std::array<std::function<void()>, 3> timed = {
+        [&] { t.raw = bench::time_max_over_ranks(ctx_, [&] { run_raw(false); }); },
+        [&] {
+          std::vector<at::Tensor> outputs;
+          t.raw_allocating = bench::time_max_over_ranks(ctx_, [&] { outputs = run_raw(true); });
+        },
+        [&] {
+          std::optional<DTensor> out;
+          t.redistribute =
+              bench::time_max_over_ranks(ctx_, [&] { out.emplace(run_redistribute()); });
+        }};
+    for (size_t k = 0; k < timed.size(); ++k) timed[(i + k) % timed.size()]();
+    return t;
   }
 
   double bus_bytes() const { return bus_bytes_; }
@@ -303,7 +320,7 @@ class CaseRun {
  private:
   struct Raw {
     std::shared_ptr<Communicator> comm;  // null: a memcpy
-    void (*run)(Communicator&, Buffers&) = nullptr;
+    const bench::Collective* collective = nullptr;
     Buffers buffers;
   };
 
@@ -329,14 +346,23 @@ class CaseRun {
                    std::move(send), std::move(recv)};
   }
 
-  void run_raw() {
+  // Each raw step into the buffers made once, or `allocating` its output;
+  // returns the outputs allocated, for the caller to free after its clock
+  // stopped, as it does the redistribute's.
+  std::vector<at::Tensor> run_raw(bool allocating) {
+    std::vector<at::Tensor> outputs;
     for (Raw& raw : raws_) {
-      if (raw.comm == nullptr) {
+      if (!allocating && raw.comm == nullptr) {
         raw.buffers.output.copy_(raw.buffers.input);
+      } else if (!allocating) {
+        raw.collective->run(*raw.comm, raw.buffers);
+      } else if (raw.comm == nullptr) {
+        outputs.push_back(raw.buffers.input.clone());
       } else {
-        raw.run(*raw.comm, raw.buffers);
+        outputs.push_back(raw.collective->run_allocating(*raw.comm, raw.buffers));
       }
     }
+    return outputs;
   }
 
   DTensor run_redistribute() const { return source_->redistribute(target_); }
@@ -393,20 +419,22 @@ class RedistributeBenchRank final : public BenchRank {
   void run_case(benchmark::State& state, int c, int64_t bytes) {
     announce(Command{c, bytes, static_cast<int64_t>(state.max_iterations)});
     CaseRun run(ctx(), meshes_, cases_[c], bytes);
-    double raw_seconds = 0;
-    double redistribute_seconds = 0;
+    Times sum;
     int64_t i = 0;
     for (auto _ : state) {
-      const auto [raw, redistribute] = run.time_one(i++);
-      state.SetIterationTime(redistribute);
-      raw_seconds += raw;
-      redistribute_seconds += redistribute;
+      const Times t = run.time_one(i++);
+      state.SetIterationTime(t.redistribute);
+      sum.raw += t.raw;
+      sum.raw_allocating += t.raw_allocating;
+      sum.redistribute += t.redistribute;
     }
     const double iterations = static_cast<double>(state.iterations());
-    state.counters["raw_us"] = raw_seconds / iterations * 1e6;
-    state.counters["ratio_to_raw"] = redistribute_seconds / raw_seconds;
-    state.counters["busbw_gbps"] = run.bus_bytes() * iterations / redistribute_seconds / 1e9;
-    state.counters["raw_busbw_gbps"] = run.bus_bytes() * iterations / raw_seconds / 1e9;
+    state.counters["raw_us"] = sum.raw / iterations * 1e6;
+    state.counters["raw_allocating_us"] = sum.raw_allocating / iterations * 1e6;
+    state.counters["ratio_to_raw"] = sum.redistribute / sum.raw;
+    state.counters["ratio_to_raw_allocating"] = sum.redistribute / sum.raw_allocating;
+    state.counters["busbw_gbps"] = run.bus_bytes() * iterations / sum.redistribute / 1e9;
+    state.counters["raw_busbw_gbps"] = run.bus_bytes() * iterations / sum.raw / 1e9;
     state.counters["bytes"] =
         benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults,
                            benchmark::Counter::OneK::kIs1024);

@@ -28,9 +28,11 @@
 // lives for the whole run (unless --restart-every), so the per-rank caches
 // (plans, transitions) live as long as a long-running program's would. Memory
 // is sampled at 10%, 50% and 100% of the run: resident set size
-// (/proc/self/statm), heap bytes in use (mallinfo2) and the plans cached over
-// all ranks (plan_redistribute's cache, bounded per rank by
-// plan_cache_capacity(): DTENSOR_PLAN_CACHE_CAPACITY sets it).
+// (/proc/self/statm), heap bytes in use (mallinfo2), the idle bytes the buffer
+// pool keeps (bounded by buffer_pool_capacity(): DTENSOR_BUFFER_POOL_CAPACITY
+// sets it) and the plans cached over all ranks (plan_redistribute's cache,
+// bounded per rank by plan_cache_capacity(): DTENSOR_PLAN_CACHE_CAPACITY sets
+// it).
 //
 // Run (from the build directory):
 //   nice -n 10 benchmarks/redistribute_soak --iterations=100000 --seed=1
@@ -64,6 +66,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/device_mesh.h>
@@ -351,6 +354,7 @@ struct MemorySample {
   int64_t done = 0;
   double rss_mib = 0;
   double heap_mib = 0;
+  double pool_mib = 0;            // idle blocks of the buffer pool
   std::atomic<int64_t> plans{0};  // over all ranks
 };
 
@@ -396,6 +400,7 @@ class Report {
     samples_[i].done = done;
     samples_[i].rss_mib = rss_mib();
     samples_[i].heap_mib = heap_in_use_mib();
+    samples_[i].pool_mib = static_cast<double>(buffer_pool_stats().cached_bytes) / (1 << 20);
   }
 
   void note_case(const Case& c) { public_cases_ += public_redistribute_accepts(c) ? 1 : 0; }
@@ -405,8 +410,8 @@ class Report {
     for (size_t i = 0; i < checkpoints_.size(); ++i) {
       const MemorySample& s = samples_[i];
       std::cout << "  " << std::setw(3) << kPercents[i] << "%: " << s.done << " cases, rss "
-                << s.rss_mib << " MiB, heap in use " << s.heap_mib
-                << " MiB, plans cached (all ranks) " << s.plans.load() << " (at most "
+                << s.rss_mib << " MiB, heap in use " << s.heap_mib << " MiB, buffer pool "
+                << s.pool_mib << " MiB, plans cached (all ranks) " << s.plans.load() << " (at most "
                 << plan_cache_capacity() << " per rank)\n";
     }
     std::cout << "memory 10% -> 100%: rss " << std::showpos

@@ -1,13 +1,13 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/mesh/communicator.h>
 
-#include <array>
 #include <mutex>
 #include <numeric>
 #include <optional>
 
 #include <ATen/ATen.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
@@ -223,29 +223,6 @@ void unpack_slices(const at::Tensor& packed, const std::vector<at::Tensor>& slic
   at::cat_out(t, packed_views(packed, slices), dim);
 }
 
-// Staging buffers larger than this are not kept between calls.
-constexpr int64_t kMaxKeptStagingBytes = int64_t{64} << 20;
-
-// A flat buffer of `numel` elements for staging a collective's parts. On the
-// CPU it is kept per thread and slot and reused (grown when too small, up to
-// kMaxKeptStagingBytes): a fresh multi-MiB buffer page-faults on every call,
-// which cost MPI's S(1) -> R of 16 MiB 3.5x its gather (benchmarks/RESULTS.md at 390419a).
-// Blocking CPU collectives are done with it when they return; CUDA buffers
-// come from the caching allocator and may still be in use on the stream, so
-// they are always new.
-at::Tensor staging_buffer(int slot, int64_t numel, const at::TensorOptions& options) {
-  const c10::ScalarType dtype = options.dtype().toScalarType();
-  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
-  if (!options.device().is_cpu() || bytes > kMaxKeptStagingBytes) {
-    return at::empty({numel}, options);
-  }
-  thread_local std::array<at::Tensor, 2> buffers;
-  at::Tensor& buffer = buffers.at(slot);
-  if (!buffer.defined() || buffer.numel() < bytes)
-    buffer = at::empty({bytes}, options.dtype(at::kByte));
-  return buffer.narrow(0, 0, bytes).view(dtype);
-}
-
 }  // namespace
 
 void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
@@ -450,11 +427,14 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   return do_split(color, key);
 }
 
+// The staging buffers below come from the buffer pool (base/buffer_pool.h):
+// a fresh multi-MiB buffer page-faults on every call, which cost MPI's S(1)
+// -> R of 16 MiB 3.5x its gather (benchmarks/RESULTS.md at 390419a).
 void Communicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
                                          const std::vector<int64_t>& sizes_per_rank, int64_t dim) {
   const std::vector<int64_t> numel = rows_to_numel(sizes_per_rank, slice_numel(output, dim));
   if (slices_are_consecutive(output, dim)) return do_all_gather_v(input, output, numel);
-  at::Tensor gathered = staging_buffer(0, output.numel(), output.options());
+  at::Tensor gathered = pooled_empty({output.numel()}, output.options());
   do_all_gather_v(input, gathered, numel);
   unpack_slices(gathered, slices_along(output, dim, sizes_per_rank), output, dim);
 }
@@ -465,11 +445,11 @@ void Communicator::do_all_to_all_v_along(const at::Tensor& input,
                                          int64_t recv_dim) {
   at::Tensor packed = input;
   if (!slices_are_consecutive(input, send_dim)) {
-    packed = staging_buffer(0, input.numel(), input.options());
+    packed = pooled_empty({input.numel()}, input.options());
     pack_parts(slices_along(input, send_dim, send_sizes), packed);
   }
   const bool direct = slices_are_consecutive(output, recv_dim);
-  at::Tensor received = direct ? output : staging_buffer(1, output.numel(), output.options());
+  at::Tensor received = direct ? output : pooled_empty({output.numel()}, output.options());
   do_all_to_all_v(packed, rows_to_numel(send_sizes, slice_numel(input, send_dim)), received,
                   rows_to_numel(recv_sizes, slice_numel(output, recv_dim)));
   if (!direct)
@@ -518,12 +498,12 @@ void Communicator::do_exchange(const std::vector<at::Tensor>& send_parts,
   const at::TensorOptions options = send_parts[0].options();
   std::optional<at::Tensor> packed = tiled_buffer(send_parts);
   if (!packed) {
-    packed = staging_buffer(0, sum_of(send_numel), options);
+    packed = pooled_empty({sum_of(send_numel)}, options);
     pack_parts(send_parts, *packed);
   }
   std::optional<at::Tensor> received = tiled_buffer(recv_parts);
   const bool direct = received.has_value();
-  if (!direct) received = staging_buffer(1, sum_of(recv_numel), options);
+  if (!direct) received = pooled_empty({sum_of(recv_numel)}, options);
   do_all_to_all_v(*packed, send_numel, *received, recv_numel);
   if (direct) return;
   const std::vector<at::Tensor> views = packed_views(*received, recv_parts);

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include "absl/container/flat_hash_map.h"
 
@@ -122,7 +123,7 @@ at::Tensor gather_positions(const at::Tensor& local,
     }
     out = out.index_select(dim, as_index(list).to(local.device()));
   }
-  return out.contiguous().reshape({-1});
+  return pooled_contiguous(out).reshape({-1});
 }
 
 void scatter_positions(at::Tensor& out, const std::vector<std::vector<int64_t>>& positions,

@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/mesh/local_communicator.h>
@@ -847,6 +848,35 @@ TEST(RedistributeTest, MeshOverPartOfTheWorldNeedsOnlyItsRanks) {
     DTensor scattered = distribute_tensor(global, mesh, parse_placements("S(1),S(0)"), 0);
     EXPECT_TRUE(at::equal(scattered.full_tensor(), global));
   });
+}
+
+// Outputs come from the buffer pool (base/buffer_pool.h): a second
+// redistribute of the same size takes the blocks the first one's outputs
+// returned, and nothing stays in use once the outputs are gone.
+TEST(RedistributeTest, OutputsReuseThePoolsBlocks) {
+  const int64_t saved_capacity = buffer_pool_capacity();
+  set_buffer_pool_capacity(int64_t{64} << 20);
+  release_cached_buffers();
+  const at::Tensor global = make_global({1024, 256});  // 1 MiB of float32
+  const auto gather_all = [&] {
+    run_ranks(4, [&](int /*rank*/) {
+      const DeviceMesh mesh = init_device_mesh("local", {4});
+      const DTensor rows = distribute_tensor(global, mesh, parse_placements("S(0)"));
+      EXPECT_TRUE(at::equal(rows.redistribute(parse_placements("R")).to_local(), global));
+      EXPECT_TRUE(at::equal(rows.redistribute(parse_placements("S(1)")).full_tensor(), global));
+    });
+  };
+  const BufferPoolStats before = buffer_pool_stats();
+  gather_all();
+  const BufferPoolStats first = buffer_pool_stats();
+  gather_all();
+  const BufferPoolStats second = buffer_pool_stats();
+  // Every rank's 1 MiB output of the second round finds an idle block.
+  EXPECT_GE(second.hits - first.hits, 4);
+  EXPECT_GT(first.cached_bytes, 4 << 20);
+  EXPECT_EQ(second.in_use_bytes, before.in_use_bytes);
+  set_buffer_pool_capacity(saved_capacity);
+  release_cached_buffers();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include <dtensor/redistribute/transition.h>
 
@@ -103,9 +104,9 @@ class BlockAllToAll final : public Transition {
   // into place: no pack, join or transpose here.
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const Exchange& e = step.derived<Exchange>([&] { return make_exchange(step, local.sizes()); });
-    at::Tensor output = at::empty(e.output_shape, local.options());
+    at::Tensor output = pooled_empty(e.output_shape, local.options());
     // The collective reads a contiguous buffer (a view's shard may be strided).
-    step.communicator()->all_to_all_v(local.contiguous(), e.send, e.send_dim, output, e.recv,
+    step.communicator()->all_to_all_v(pooled_contiguous(local), e.send, e.send_dim, output, e.recv,
                                       e.recv_dim);
     return output.reshape(step.my_target_layout().local_shape);
   }

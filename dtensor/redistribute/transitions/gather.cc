@@ -8,6 +8,7 @@
 // other order (user placements) costs one reorder after the gather.
 #include <ATen/ATen.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/transition.h>
 #include "absl/container/flat_hash_map.h"
@@ -32,6 +33,16 @@ struct Gather {
   std::vector<int64_t> output_shape;  // every piece gathered, `dim` cut into blocks if > 1
   at::Tensor reorder;  // per target index, where the gather put it; undefined when in order
 };
+
+// `gathered` with the slices of `dim` in `order`: index_select into a pooled
+// tensor.
+at::Tensor select_rows(const at::Tensor& gathered, int64_t dim, const at::Tensor& order) {
+  std::vector<int64_t> shape = gathered.sizes().vec();
+  shape[dim] = order.numel();
+  at::Tensor selected = pooled_empty(shape, gathered.options());
+  at::index_select_out(selected, gathered, dim, order);
+  return selected;
+}
 
 // For each target index, where the gather put it.
 at::Tensor reorder(const std::vector<int64_t>& gathered, const std::vector<int64_t>& target,
@@ -90,8 +101,8 @@ class GatherToReplicate final : public Transition {
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const Gather& gather = step.derived<Gather>([&] { return make_gather(step); });
     // The collective reads a contiguous buffer (a view's shard may be strided).
-    const at::Tensor input = local.contiguous();
-    at::Tensor output = at::empty(gather.output_shape, local.options());
+    const at::Tensor input = pooled_contiguous(local);
+    at::Tensor output = pooled_empty(gather.output_shape, local.options());
     if (gather.blocks == 1) {
       step.communicator()->all_gather_v(input, output, gather.sizes, gather.dim);
     } else {
@@ -99,7 +110,7 @@ class GatherToReplicate final : public Transition {
           input.view(split_into_blocks(input.sizes().vec(), gather.dim, gather.blocks));
       step.communicator()->all_gather_v(blocked, output, gather.sizes, gather.dim + 1);
     }
-    if (gather.reorder.defined()) output = output.index_select(gather.dim, gather.reorder);
+    if (gather.reorder.defined()) output = select_rows(output, gather.dim, gather.reorder);
     const std::vector<int64_t>& shape = step.my_target_layout().local_shape;
     // Skipped when it would be a no-op view: small redistributes are all fixed cost.
     return output.sizes() == shape ? output : output.reshape(shape);

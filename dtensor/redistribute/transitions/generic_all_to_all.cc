@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/transition.h>
@@ -72,11 +73,11 @@ class GenericAllToAll final : public Transition {
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
     const Exchange& exchange = exchange_of(step);
     const int64_t n = step.group_size();
-    at::Tensor result = at::empty(step.my_target_layout().local_shape, local.options());
+    at::Tensor result = pooled_empty(step.my_target_layout().local_shape, local.options());
     // Pieces that are not boxes of the result arrive one after another in
     // one buffer (a backend packing the exchange receives straight into it).
     at::Tensor unboxed;
-    if (exchange.unboxed_numel) unboxed = at::empty({*exchange.unboxed_numel}, local.options());
+    if (exchange.unboxed_numel) unboxed = pooled_empty({*exchange.unboxed_numel}, local.options());
     int64_t offset = 0;
     std::vector<at::Tensor> send(n), recv(n);
     for (int64_t p = 0; p < n; ++p) {

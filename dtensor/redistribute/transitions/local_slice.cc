@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/transition.h>
@@ -41,11 +42,11 @@ class LocalSlice final : public Transition {
     if (slice.box) {
       // The common case (a Shard of Replicate), in two ops: small slices are
       // all fixed cost.
-      return narrow_to(local, *slice.box).clone(at::MemoryFormat::Contiguous);
+      return pooled_clone(narrow_to(local, *slice.box));
     }
     at::Tensor kept = gather_positions(local.reshape(slice.merged_shape), slice.positions);
     // A redistribute's result never shares memory with its source.
-    if (kept.is_alias_of(local)) kept = kept.clone();
+    if (kept.is_alias_of(local)) kept = pooled_clone(kept);
     return kept.reshape(step.my_target_layout().local_shape);
   }
 

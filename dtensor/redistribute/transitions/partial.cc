@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/mesh/device_mesh.h>
 #include <dtensor/redistribute/index_exchange.h>
 #include <dtensor/redistribute/transition.h>
@@ -42,8 +43,8 @@ class PartialToReplicate final : public Transition {
   // Out of place: the source keeps its values without a copy being made
   // (unless it is strided: the collective reads a contiguous buffer).
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    at::Tensor result = at::empty(local.sizes(), local.options());
-    step.communicator()->all_reduce(local.contiguous(), result,
+    at::Tensor result = pooled_empty(local.sizes(), local.options());
+    step.communicator()->all_reduce(pooled_contiguous(local), result,
                                     *step.source_placement().partial_op());
     return result;
   }
@@ -154,12 +155,12 @@ class PartialToBlocks final : public Transition {
                                    : merged.reshape(split_into_blocks(
                                          merged.sizes().vec(), scatter.cut_dim, scatter.blocks));
     const at::Tensor input =
-        (scatter.dim == 0 ? blocked : blocked.movedim(scatter.dim, 0)).contiguous();
-    at::Tensor output = at::empty(scatter.output_shape, local.options());
+        pooled_contiguous(scatter.dim == 0 ? blocked : blocked.movedim(scatter.dim, 0));
+    at::Tensor output = pooled_empty(scatter.output_shape, local.options());
     step.communicator()->reduce_scatter_v(input, output, scatter.rows,
                                           *step.source_placement().partial_op());
     if (scatter.dim == 0 && output.sizes() == target.local_shape) return output;
-    return output.movedim(0, scatter.dim).contiguous().reshape(target.local_shape);
+    return pooled_contiguous(output.movedim(0, scatter.dim)).reshape(target.local_shape);
   }
 };
 
@@ -176,15 +177,15 @@ class ReplicateToPartial final : public Transition {
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    if (step.group_rank() == 0) return local.clone();
+    if (step.group_rank() == 0) return pooled_clone(local);
     switch (*step.target_placement().partial_op()) {
       case ReduceOp::kSum:
       case ReduceOp::kBxor:
-        return at::zeros_like(local);
+        return pooled_empty(local.sizes(), local.options()).zero_();
       case ReduceOp::kProduct:
-        return at::ones_like(local);
+        return pooled_empty(local.sizes(), local.options()).fill_(1);
       default:
-        return local.clone();
+        return pooled_clone(local);
     }
   }
 };

@@ -8,6 +8,7 @@
 // this off (transition.h).
 #include <ATen/ATen.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/redistribute/transition.h>
 
 namespace dtensor {
@@ -35,7 +36,7 @@ class SingleRankGroup final : public Transition {
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& /*step*/) const override {
-    return local.clone(at::MemoryFormat::Contiguous);
+    return pooled_clone(local);
   }
 };
 
