@@ -142,6 +142,20 @@ bytes ÷ time); **ratio** = ours ÷ raw time (= raw GB/s ÷ ours). In full mode 
 least 0.5 s of timed iterations (`--benchmark_min_time=0.5`).
 """
 
+SCALING_ABOUT = """\
+`scaling_bench` times `DTensor::redistribute` for a few transitions on every mesh shape of 2, 4
+and 8 ranks (2 ranks: (2); 4 ranks: (4), (2, 2); 8 ranks: (8), (4, 2), (2, 2, 2)) against the raw
+collective(s) each rests on, in the same run, alternating per iteration; raw buffers are made
+before the run (redistribute_bench's preallocated raw). Size = bytes of the *global* float32
+tensor `[bytes / 1024, 256]`. On a mesh of k dims, S(0) → R is `[S(0)]×k → [R]×k`, and P(sum) →
+R and S(0) → S(1) likewise: the rows lie in world rank order, so one collective over all n ranks
+(all_gather, all_reduce, all_to_all of the local shard) is their floor on every shape.
+S(0),S(1) → R (2-D and 3-D meshes, the third dim R) is held against an all_gather on mesh dim 1
+then one on mesh dim 0. Each cell: time per call (the slowest rank's) / ratio to raw (≤ 1.1 is
+the goal; bold above). One program run per backend and rank count, at least 0.1 s of timed
+iterations per cell in full mode.
+"""
+
 NCCL_ABOUT = """\
 From `scripts/gpu_check.sh --bench` on the lent GPU machine, which this script cannot reach: the
 JSON and the machine's logs are committed in `benchmarks/nccl/` and redrawn as they are. Both
@@ -651,6 +665,93 @@ def checkpoint_section(results):
 
 
 # ---------------------------------------------------------------------------
+# scaling_bench.
+
+SCALING_NAME = re.compile(r"scaling/(?P<case>\w+)/(?P<mesh>[\dx]+)/\w+/(?P<ranks>\d+)ranks/"
+                          r"(?P<bytes>\d+)")
+MESH_NDIM = {1: "1-D", 2: "2-D", 3: "3-D"}
+
+
+def scaling_runs(results):
+    """{(case, mesh ndim, bytes): {(backend, ranks): run}} in registration order, and
+    {mesh ndim: the mesh shapes seen}, from {"<backend>.<ranks>": JSON path}."""
+    cells, shapes = {}, {}
+    for key, path in results.items():
+        backend = key.split(".")[0]
+        for name, run in load_gbench(path)[1].items():
+            m = SCALING_NAME.fullmatch(name)
+            ndim = m["mesh"].count("x") + 1
+            cells.setdefault((m["case"], ndim, int(m["bytes"])), {})[
+                (backend, int(m["ranks"]))] = run
+            shapes.setdefault(ndim, []).append(m["mesh"])
+    return cells, {ndim: list(dict.fromkeys(s)) for ndim, s in shapes.items()}
+
+
+def oversubscription_text(machine, columns):
+    """Which rank counts outnumber the cores, from machine.txt."""
+    cores = int(machine["nproc"])
+    over = sorted({n for _, n in columns if n > cores})
+    if not over:
+        return ""
+    return textwrap.fill(
+        f"**This machine has {cores} cores**: at {' and '.join(map(str, over))} ranks the "
+        "ranks outnumber them (local: threads, MPI: processes that spin while they wait), so "
+        "the larger rank counts measure time slicing as much as communication; compare ours "
+        "with the raw of the same cell, not across rank counts.", 96) + "\n"
+
+
+def scaling_plot(cells, columns):
+    """Time against ranks, one axes per case and backend, a line per mesh ndim and size."""
+    cases = list(dict.fromkeys(case for case, _, _ in cells))
+    sizes = sorted({size for _, _, size in cells})
+    backends = list(dict.fromkeys(b for b, _ in columns))
+    rank_counts = sorted({n for _, n in columns})
+    fig, axes = backend_axes(backends, rows=len(cases), height=2.4)
+    for row, case in zip(axes, cases):
+        for ax, backend in zip(row, backends):
+            times = []
+            for (c, ndim, size), at in cells.items():
+                points = {n: micros(run) for (b, n), run in at.items() if b == backend}
+                if c != case or not points:
+                    continue
+                ranks = sorted(points)
+                # Colour: the size; marker and line: the mesh's dims.
+                fmt = ("o-", "s--", "^:")[ndim - 1] + f"C{sizes.index(size)}"
+                ax.plot(ranks, [points[n] for n in ranks], fmt,
+                        label=f"{MESH_NDIM[ndim]} mesh, {size_text(size)}")
+                times += points.values()
+            log_y_axis(ax, times)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(rank_counts)
+            ax.set_xticklabels([str(n) for n in rank_counts])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel("ranks")
+            ax.set_ylabel("µs per call")
+            ax.set_title(f"{case}, {backend}")
+    # The first case runs on every mesh: its axes has every line.
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=6)
+    fig.suptitle("redistribute time against rank count (global bytes; lower is better)")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    return save(fig, "scaling")
+
+
+def scaling_section(results):
+    machine = read_machine(next(iter(results.values())).parent)
+    cells, shapes = scaling_runs(results)
+    columns = sorted({key for at in cells.values() for key in at},
+                     key=lambda k: (list(BACKEND_TITLES).index(k[0]), k[1]))
+    rows = []
+    for (case, ndim, size), at in cells.items():
+        meshes = ", ".join(f"({m.replace('x', ', ')})" for m in shapes[ndim])
+        rows.append([case, f"{MESH_NDIM[ndim]}: {meshes}", size_text(size)] +
+                    [f"{time_text(micros(at[k]))} / {ratio_text(at[k], size)}" if k in at
+                     else "" for k in columns])
+    header = ["case", "mesh", "size (global)"] + [f"{b} {n} ranks" for b, n in columns]
+    return [SCALING_ABOUT, "\n", oversubscription_text(machine, columns), "\n",
+            table(header, rows), "\n", scaling_plot(cells, columns)]
+
+
+# ---------------------------------------------------------------------------
 # The committed NCCL run.
 
 
@@ -693,6 +794,9 @@ BENCHMARKS = [
      ["local", "mpi"], moe_section),
     ("checkpoint_bench", "Checkpoint save and load against raw file I/O", ["local", "mpi"],
      checkpoint_section),
+    # One JSON per backend and rank count: make_results.sh's scaling_bench.<backend>.<ranks>.
+    ("scaling_bench", "Redistribute time against rank count and mesh shape",
+     [f"{b}.{n}" for b in ("local", "mpi") for n in (2, 4, 8)], scaling_section),
 ]
 
 

@@ -17,10 +17,11 @@
 # system checkpoint_bench writes to) in results/machine.txt; runs every
 # registered benchmark (the table `registered` below) on the local backend (4
 # threads) and under `mpirun -np 4 --oversubscribe`, each writing
-# results/<program>.<backend>.json (and .log), with the command lines and
-# their seconds in results/commands.txt (checkpoint_bench writes its files in
-# results/checkpoint-files/, on this tree's disk rather than in /tmp, which
-# may be a tmpfs; removed afterwards); then make_results.py writes RESULTS.md
+# results/<program>.<backend>.json (and .log; scaling_bench runs 2, 4 and 8
+# ranks into results/scaling_bench.<backend>.<ranks>.json), with the command
+# lines and their seconds in results/commands.txt (checkpoint_bench writes its
+# files in results/checkpoint-files/, on this tree's disk rather than in /tmp,
+# which may be a tmpfs; removed afterwards); then make_results.py writes RESULTS.md
 # and plots/. benchmarks/results/ is git-ignored; commit RESULTS.md and plots/.
 #
 # GPU results: unpack the gpu-logs.tar.gz that `scripts/gpu_check.sh --bench`
@@ -85,7 +86,7 @@ if [[ -z "${build_dir}" ]]; then
   cmake -S . -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_WARNINGS_AS_ERRORS=ON \
     -DDTENSOR_BUILD_TESTS=OFF
   cmake --build "${build_dir}" -j "$(nproc)" --target collective_bench redistribute_bench \
-    dispatch_bench llama_step_bench fsdp_step_bench moe_bench checkpoint_bench
+    dispatch_bench llama_step_bench fsdp_step_bench moe_bench checkpoint_bench scaling_bench
 fi
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "${build_dir}/CMakeCache.txt")"
 if [[ "${build_type}" != Release ]]; then
@@ -153,10 +154,12 @@ else
   train_steps=10
 fi
 
-# Runs program $2 on backend $1 (local: 4 threads; mpi: mpirun; one: the
-# program as is, it makes its own rank) with the arguments after it; the
-# output goes to results/<program>.<backend>.log, the command line and its
-# seconds to commands.txt.
+# Runs program $2 on backend $1 (local: ${ranks} threads; mpi: mpirun; one:
+# the program as is, it makes its own rank) with the arguments after it; the
+# output goes to results/<program>.<backend><run_suffix>.log, the command line
+# and its seconds to commands.txt. A caller runs other rank counts by making
+# `ranks` and `run_suffix` local (bash locals reach the functions it calls).
+run_suffix=""
 run_on() {
   local backend="$1" program="$2"
   shift 2
@@ -167,7 +170,7 @@ run_on() {
     one) command=("${bin}/${program}") ;;
   esac
   command+=("$@")
-  local log="${results}/${program}.${backend}.log" start=${SECONDS}
+  local log="${results}/${program}.${backend}${run_suffix}.log" start=${SECONDS}
   echo "make_results: ${command[*]}"
   if ! "${command[@]}" > "${log}" 2>&1; then
     echo "make_results: ${program} on ${backend} failed; see ${log}" >&2
@@ -186,11 +189,12 @@ quoted() {
   echo "${words[*]}"
 }
 
-# A Google Benchmark program ($2) on backend $1 with JSON output; more flags
-# after. A bench_ function may override gbench_flags with a local.
+# A Google Benchmark program ($2) on backend $1 with JSON output
+# (results/<program>.<backend><run_suffix>.json); more flags after. A bench_
+# function may override gbench_flags with a local.
 gbench_run() {
   run_on "$1" "$2" "${gbench_flags[@]}" "${@:3}" \
-    "--benchmark_out=${results}/$2.$1.json" --benchmark_out_format=json
+    "--benchmark_out=${results}/$2.$1${run_suffix}.json" --benchmark_out_format=json
 }
 
 bench_collective_bench() { gbench_run "$1" collective_bench "--benchmark_filter=${size_filter}"; }
@@ -212,6 +216,15 @@ bench_checkpoint_bench() {
   local gbench_flags=("${long_gbench_flags[@]}")
   gbench_run "$1" checkpoint_bench "--benchmark_filter=${size_filter}"
 }
+# One run per rank count: results/scaling_bench.<backend>.<ranks>.json. Its
+# two sizes (1 and 16 MiB) are quick mode's too; a few minutes in all.
+bench_scaling_bench() {
+  local ranks run_suffix
+  for ranks in 2 4 8; do
+    run_suffix=".${ranks}"
+    gbench_run "$1" scaling_bench
+  done
+}
 
 # Registered benchmarks: the program, then the backends it runs on.
 registered=(
@@ -222,6 +235,7 @@ registered=(
   "fsdp_step_bench local mpi"
   "moe_bench local mpi"
   "checkpoint_bench local mpi"
+  "scaling_bench local mpi"
 )
 
 for entry in "${registered[@]}"; do
