@@ -350,6 +350,19 @@ int bench_main(int argc, char** argv, const BenchProgram& program) {
   }
 }
 
+std::string plan_text(const RedistributePlan& plan) {
+  std::string text;
+  for (const PlannedStep& step : plan.steps) {
+    if (!text.empty()) text += " + ";
+    text += "d";
+    for (size_t i = 0; i < step.mesh_dims.size(); ++i) {
+      text += (i ? "," : "") + std::to_string(step.mesh_dims[i]);
+    }
+    text += ":" + std::string(step.transition->collective());
+  }
+  return text.empty() ? "no step" : text;
+}
+
 std::string counts_text(const Counts& counts, bool as_kib) {
   std::string text;
   for (const auto& [kind, value] : counts) {

@@ -47,6 +47,7 @@
 #include <ATen/ATen.h>
 
 #include <dtensor/mesh/communicator.h>
+#include <dtensor/redistribute/planner.h>
 
 namespace dtensor::bench {
 
@@ -200,6 +201,10 @@ struct BenchProgram {
 // whose filter went stale cannot pass silently), on an unknown flag or on an
 // error (printed; under mpirun the whole job is aborted).
 int bench_main(int argc, char** argv, const BenchProgram& program);
+
+// The steps a redistribute plan chose, for a benchmark's label:
+// "d1:all_gather_v + d0,2:all_to_all_v" ("no step" when there is none).
+std::string plan_text(const RedistributePlan& plan);
 
 // Per-step tallies of the training-step programs (llama_step_bench,
 // fsdp_step_bench): calls or bytes by collective kind.

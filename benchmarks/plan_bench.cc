@@ -34,6 +34,7 @@
 #include <dtensor/placements/spec.h>
 #include <dtensor/redistribute/planner.h>
 #include <dtensor/redistribute/transition.h>
+#include "benchmarks/bench_support.h"
 
 namespace dtensor {
 namespace {
@@ -73,20 +74,6 @@ const std::vector<Case>& cases_4d() {
   return cases;
 }
 
-// "d0:all_gather_v + d1,2:all_to_all_v".
-std::string plan_text(const RedistributePlan& plan) {
-  std::string text;
-  for (const PlannedStep& step : plan.steps) {
-    if (!text.empty()) text += " + ";
-    text += "d";
-    for (size_t i = 0; i < step.mesh_dims.size(); ++i) {
-      text += (i ? "," : "") + std::to_string(step.mesh_dims[i]);
-    }
-    text += ":" + std::string(step.transition->collective());
-  }
-  return text.empty() ? "no step" : text;
-}
-
 void run_case(benchmark::State& state, const DeviceMesh& mesh, const std::vector<int64_t>& shape,
               const Case& c, bool cached) {
   const DTensorSpec spec(mesh, parse_placements(c.source), shape, at::kFloat);
@@ -99,7 +86,7 @@ void run_case(benchmark::State& state, const DeviceMesh& mesh, const std::vector
   }
   state.counters["steps"] = static_cast<double>(first->steps.size());
   state.counters["goal_us"] = cached ? kCachedGoalMicros : kUncachedGoalMicros;
-  state.SetLabel(std::string(c.source) + " -> " + c.target + " [" + plan_text(*first) + "]");
+  state.SetLabel(std::string(c.source) + " -> " + c.target + " [" + bench::plan_text(*first) + "]");
 }
 
 void register_mesh(const DeviceMesh& mesh, const std::vector<int64_t>& shape,

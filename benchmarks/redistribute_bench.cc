@@ -219,20 +219,6 @@ std::string raw_text(const Case& c) {
   return text;
 }
 
-// "d1:all_gather_v + d0:all_gather_v": the steps the planner chose.
-std::string plan_text(const RedistributePlan& plan) {
-  std::string text;
-  for (const PlannedStep& step : plan.steps) {
-    if (!text.empty()) text += " + ";
-    text += "d";
-    for (size_t i = 0; i < step.mesh_dims.size(); ++i) {
-      text += (i ? "," : "") + std::to_string(step.mesh_dims[i]);
-    }
-    text += ":" + std::string(step.transition->collective());
-  }
-  return text.empty() ? "no step" : text;
-}
-
 int64_t overlap(ChunkRange a, ChunkRange b) {
   return std::max<int64_t>(0, std::min(a.end, b.end) - std::max(a.begin, b.begin));
 }
@@ -260,7 +246,7 @@ class CaseRun {
       source_.emplace(distribute_tensor(global, mesh, parse_placements(c.source)));
     }
     target_ = parse_placements(c.target);
-    plan_ = plan_text(*plan_redistribute(source_->spec(), target_));
+    plan_ = bench::plan_text(*plan_redistribute(source_->spec(), target_));
 
     for (const RawStep& step : c.raw) {
       Raw raw;
@@ -456,7 +442,7 @@ class RedistributeBenchRank final : public BenchRank {
     }
     DTENSOR_CHECK(plan_redistribute(spec, target) == first,
                   "redistribute_bench: plan_cache_hit: the plan was not cached");
-    state.SetLabel(c.source + " -> " + c.target + " [" + plan_text(*first) + "]");
+    state.SetLabel(c.source + " -> " + c.target + " [" + bench::plan_text(*first) + "]");
   }
 
   Meshes meshes_;
