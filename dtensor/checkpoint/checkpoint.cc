@@ -310,26 +310,34 @@ void write_text(const std::string& path, const std::string& text) {
   file.close();
 }
 
+// What saves to `dir` that were killed left beside it: their temporary
+// directories (`dir.tmp-<id>`) and older checkpoints moved aside
+// (`dir.old-<id>`).
+void remove_leftovers(const std::string& dir) {
+  const std::string parent = parent_directory(dir);
+  const std::string name = dir.substr(dir.find_last_of('/') + 1);
+  for (const std::string& entry : directory_entries(parent)) {
+    if (entry.rfind(name + ".tmp-", 0) == 0 || entry.rfind(name + ".old-", 0) == 0) {
+      remove_tree(join_path(parent, entry));
+    }
+  }
+}
+
 // Moves the finished `tmp` to `dir`. An older checkpoint there is swapped
 // with it in one step, or where the file system cannot, moved aside first;
-// it is removed last, so `dir` always holds a whole checkpoint.
+// it is removed last, so `dir` always holds a whole checkpoint. Then the
+// leftovers of killed saves to `dir` go.
 void publish(const std::string& tmp, const std::string& dir, int64_t id) {
   const std::string parent = parent_directory(dir);
   if (!path_exists(dir)) {
     rename_path(tmp, dir);
-    sync_directory(parent);
-    return;
+  } else if (!exchange_paths(tmp, dir)) {
+    const std::string old = dir + ".old-" + std::to_string(id);
+    rename_path(dir, old);
+    rename_path(tmp, dir);
   }
-  if (exchange_paths(tmp, dir)) {
-    sync_directory(parent);
-    remove_tree(tmp);
-    return;
-  }
-  const std::string old = dir + ".old-" + std::to_string(id);
-  rename_path(dir, old);
-  rename_path(tmp, dir);
   sync_directory(parent);
-  remove_tree(old);
+  remove_leftovers(dir);
 }
 
 // A number naming this save's temporary directory.

@@ -116,6 +116,14 @@ void verify_phase(const std::string& dir, int rank) {
                 "checkpoint_kill_test: rank ", rank,
                 ": expected step A's values after the killed save, found others");
   if (rank == 0) check_leftovers(dir);
+  // The next save that succeeds removes the killed one's leftovers.
+  checkpoint::save(state, checkpoint::join_path(dir, "ckpt"));
+  if (rank == 0) {
+    const std::vector<std::string> entries = checkpoint::directory_entries(dir);
+    DTENSOR_CHECK(entries == std::vector<std::string>{"ckpt"}, "checkpoint_kill_test: ", dir,
+                  ": expected only \"ckpt\" after a successful save, found ",
+                  c10::Join(", ", entries));
+  }
 }
 
 }  // namespace
