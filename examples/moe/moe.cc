@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -95,7 +96,7 @@ double max_diff(const std::vector<at::Tensor>& mine, const std::vector<at::Tenso
 }
 
 void sgd_step(const MoeParams& params, double learning_rate) {
-  at::NoGradGuard no_grad;
+  c10::AutoGradMode no_grad(false);
   for (const at::Tensor& p : params.all()) {
     p.sub_(p.grad(), learning_rate);
     p.mutable_grad().zero_();
