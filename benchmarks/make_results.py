@@ -35,6 +35,8 @@ RATIO_TARGET = 1.1
 RATIO_TARGET_MIN_BYTES = 16 << 10  # the ratio target holds from 16 KiB
 CACHED_TARGET_US = 0.5
 FIRST_CALL_TARGET_US = 5.0
+PLAN_UNCACHED_TARGET_US = 20.0
+PLAN_CACHED_TARGET_US = 0.2
 
 PREAMBLE = """\
 # Benchmark results
@@ -87,6 +89,14 @@ path every rank runs (unwrap, propagation-cache lookup, wrap), no communication.
 same shapes every iteration; *first call*: a shape no earlier call used, every iteration (400),
 so every call propagates afresh. mm's local op takes long enough that its overhead is within the
 noise of the two halves.
+"""
+
+PLAN_ABOUT = """\
+`plan_bench` times the redistribute planner alone (no data moves) on 3-D (2,2,2) and 4-D
+(2,2,2,2) meshes of one process, for transitions that use every placement kind (S, SS, RG, P, R):
+*uncached* clears the plan cache before each plan, *cached* finds the plan in it. Goals: ≤ 20 µs
+uncached, ≤ 0.2 µs cached (bold: above the goal). *plan*: the steps chosen (mesh dims:
+collective).
 """
 
 LLAMA_ABOUT = """\
@@ -463,6 +473,23 @@ def dispatch_section(results):
     return [DISPATCH_ABOUT, "\n", text, "\n", save(fig, "dispatch")]
 
 
+def plan_section(results):
+    runs = load_gbench(results["one"])[1]
+    rows = []
+    for name, run in runs.items():
+        _, mode, mesh, case = name.split("/")
+        if mode != "uncached":
+            continue
+        cached = runs[f"plan/cached/{mesh}/{case}"]
+        rows.append([case, mesh.replace("x", ", "),
+                     bold_above(micros(run), PLAN_UNCACHED_TARGET_US, time_text(micros(run))),
+                     bold_above(micros(cached), PLAN_CACHED_TARGET_US,
+                                time_text(micros(cached))),
+                     f"`{run['label']}`"])
+    header = ["transition", "mesh", "uncached", "cached", "plan"]
+    return [PLAN_ABOUT, "\n", table(header, rows), "\n"]
+
+
 # ---------------------------------------------------------------------------
 # llama_step_bench.
 
@@ -786,6 +813,7 @@ BENCHMARKS = [
     ("redistribute_bench", "Redistribute against its raw collective", ["local", "mpi"],
      redistribute_section),
     ("dispatch_bench", "Dispatch overhead", ["one"], dispatch_section),
+    ("plan_bench", "Redistribute planning", ["one"], plan_section),
     ("llama_step_bench", "Llama training step against a hand-written plan", ["local", "mpi"],
      llama_section),
     ("fsdp_step_bench", "fully_shard step against a hand-written ZeRO-3 step", ["local", "mpi"],

@@ -86,7 +86,8 @@ if [[ -z "${build_dir}" ]]; then
   cmake -S . -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_WARNINGS_AS_ERRORS=ON \
     -DDTENSOR_BUILD_TESTS=OFF
   cmake --build "${build_dir}" -j "$(nproc)" --target collective_bench redistribute_bench \
-    dispatch_bench llama_step_bench fsdp_step_bench moe_bench checkpoint_bench scaling_bench
+    dispatch_bench plan_bench llama_step_bench fsdp_step_bench moe_bench checkpoint_bench \
+    scaling_bench
 fi
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "${build_dir}/CMakeCache.txt")"
 if [[ "${build_type}" != Release ]]; then
@@ -202,6 +203,7 @@ bench_redistribute_bench() {
   gbench_run "$1" redistribute_bench "--benchmark_filter=${size_filter}"
 }
 bench_dispatch_bench() { gbench_run "$1" dispatch_bench; }
+bench_plan_bench() { gbench_run "$1" plan_bench; }
 bench_llama_step_bench() {
   run_on "$1" llama_step_bench "--steps=${train_steps}" "--json=${results}/llama_step_bench.$1.json"
 }
@@ -231,6 +233,7 @@ registered=(
   "collective_bench local mpi"
   "redistribute_bench local mpi"
   "dispatch_bench one"
+  "plan_bench one"
   "llama_step_bench local mpi"
   "fsdp_step_bench local mpi"
   "moe_bench local mpi"
