@@ -13,8 +13,10 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -310,16 +312,61 @@ void write_text(const std::string& path, const std::string& text) {
   file.close();
 }
 
+// The temporary directories of the saves this process has begun and not
+// finished: async saves to one directory overlap (save step k+1 starts before
+// step k's handle is waited for), and cleaning up must not take theirs.
+class SavesInFlight {
+ public:
+  static SavesInFlight& instance() {
+    static auto* saves = new SavesInFlight();  // outlives every handle
+    return *saves;
+  }
+  void add(const std::string& tmp) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    paths_.insert(tmp);
+  }
+  void remove(const std::string& tmp) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    paths_.erase(tmp);
+  }
+  bool contains(const std::string& path) const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return paths_.count(path) != 0;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<std::string> paths_;
+};
+
+// Whether `entry` is `name` + `marker` + digits: a save's temporary or
+// moved-aside directory, not a user's `name.old-backup`.
+bool is_save_leftover(const std::string& entry, const std::string& name, const char* marker) {
+  const std::string prefix = name + marker;
+  return entry.size() > prefix.size() && entry.compare(0, prefix.size(), prefix) == 0 &&
+         std::all_of(entry.begin() + static_cast<std::ptrdiff_t>(prefix.size()), entry.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // What saves to `dir` that were killed left beside it: their temporary
 // directories (`dir.tmp-<id>`) and older checkpoints moved aside
-// (`dir.old-<id>`).
+// (`dir.old-<id>`), not those of saves still running. Best effort: the new
+// checkpoint is in place already, and a leftover that cannot be removed
+// (another user's, or one a concurrent cleanup took) stays.
 void remove_leftovers(const std::string& dir) {
   const std::string parent = parent_directory(dir);
   const std::string name = dir.substr(dir.find_last_of('/') + 1);
-  for (const std::string& entry : directory_entries(parent)) {
-    if (entry.rfind(name + ".tmp-", 0) == 0 || entry.rfind(name + ".old-", 0) == 0) {
-      remove_tree(join_path(parent, entry));
+  try {
+    for (const std::string& entry : directory_entries(parent)) {
+      const std::string path = join_path(parent, entry);
+      if ((is_save_leftover(entry, name, ".tmp-") || is_save_leftover(entry, name, ".old-")) &&
+          !SavesInFlight::instance().contains(path)) {
+        remove_tree(path);
+      }
     }
+  } catch (const Error& error) {
+    std::cerr << "dtensor::checkpoint: leftovers of earlier saves beside " << dir
+              << " not removed: " << error.what() << std::endl;
   }
 }
 
@@ -692,6 +739,7 @@ struct SaveHandle::Pending {
   // Collective, on the thread of the other collectives.
   void finish() {
     if (writer.joinable()) writer.join();
+    if (leader) SavesInFlight::instance().remove(tmp);
     const int64_t write_failures = sum_over_ranks(world, write_error ? 1 : 0);
     if (write_failures > 0) {
       if (leader) remove_tree(tmp);
@@ -746,6 +794,7 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
   pending->target = without_trailing_slashes(dir);
   pending->tmp = pending->target + ".tmp-" + std::to_string(pending->id);
   const std::string tmp = pending->tmp;
+  if (pending->leader) SavesInFlight::instance().add(tmp);
   check_every_rank(world, pending->leader ? attempt([&] { make_directories(tmp); }) : std::nullopt,
                    "creating " + tmp);
 

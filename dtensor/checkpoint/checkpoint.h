@@ -119,8 +119,9 @@ class SaveHandle {
 // write on any rank throws dtensor::Error on every rank and leaves `dir` as
 // it was. So does a rank killed in the middle of a save
 // (tests/mpi/checkpoint_kill_test): its `dir.tmp-<id>` stays behind, never
-// read by `load`, until the next save to `dir` succeeds and removes it (saves
-// to one `dir` must therefore not overlap).
+// read by `load`, until the next save to `dir` succeeds and removes it (not
+// those of saves this process still runs: async saves to one `dir` may
+// overlap).
 //
 // Synchronous by default: the checkpoint is in place when save returns (the
 // handle has nothing left to do). With `options.async`, see SaveOptions;

@@ -104,13 +104,18 @@ std::array<int64_t, 4> DTensorImpl::origin_versions(const DTensorImpl& viewed) c
 
 void DTensorImpl::remember_view_origin(const at::Tensor& viewed, ShardView view) {
   const DTensorImpl& impl = *dtensor_impl(viewed);
-  origin_ = Origin{WeakImpl(viewed.getIntrusivePtr()), std::move(view), origin_versions(impl)};
+  origin_ =
+      Origin{WeakImpl(viewed.getIntrusivePtr()), std::make_shared<const ShardView>(std::move(view)),
+             local_, impl.local_, origin_versions(impl)};
 }
 
 std::optional<DTensorImpl::ViewOrigin> DTensorImpl::view_origin() const {
   if (!origin_.view) return std::nullopt;
   at::Tensor viewed(origin_.viewed.lock());
-  if (!viewed.defined() || origin_versions(*dtensor_impl(viewed)) != origin_.versions) {
+  if (!viewed.defined()) return std::nullopt;
+  const DTensorImpl& impl = *dtensor_impl(viewed);
+  if (!local_.is_same(origin_.own_shard) || !impl.local_.is_same(origin_.viewed_shard) ||
+      origin_versions(impl) != origin_.versions) {
     return std::nullopt;
   }
   return ViewOrigin{std::move(viewed), origin_.view};

@@ -95,10 +95,10 @@ class DTensorImpl final : public c10::TensorImpl {
   void remember_view_origin(const at::Tensor& viewed, ShardView view);
   struct ViewOrigin {
     at::Tensor viewed;
-    const ShardView& view;
+    std::shared_ptr<const ShardView> view;
   };
   // The remembered origin while both DTensors live and neither has been
-  // written since; nullopt otherwise.
+  // written or given another shard since; nullopt otherwise.
   std::optional<ViewOrigin> view_origin() const;
 
   // Autograd detaches gradients through these; they keep the local shard
@@ -132,11 +132,15 @@ class DTensorImpl final : public c10::TensorImpl {
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   WeakImpl view_source_{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   std::string view_note_;
-  // Set by remember_view_origin, with the versions of this DTensor, the
-  // viewed one and their shards at the time.
+  // Set by remember_view_origin: the viewed DTensor, the view, and what
+  // must not have changed since: the versions of both DTensors and of their
+  // shards, and the shards themselves (held, so that a shard replaced by
+  // set_data is never mistaken for a new one at the same address).
   struct Origin {
     WeakImpl viewed{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
-    ShardView view;
+    std::shared_ptr<const ShardView> view;
+    at::Tensor own_shard;
+    at::Tensor viewed_shard;
     std::array<int64_t, 4> versions{};
   };
   std::array<int64_t, 4> origin_versions(const DTensorImpl& viewed) const;

@@ -16,8 +16,10 @@
 //   std::cout << trace.table();                        // per module: ops, collectives, bytes
 //   trace.write_chrome_trace("trace-rank0.json", rank);  // open in Perfetto
 //
-// One trace per thread: each rank of the local backend (a thread) or each
-// MPI process makes its own. Recording costs a clock read and a few strings
+// One trace per thread, destroyed on it: each rank of the local backend (a
+// thread) or each MPI process makes its own; on CUDA, backward runs on
+// libtorch's device threads and is not recorded (dtensor/redistribute/
+// trace_sink.h). Recording costs a clock read and a few strings
 // per event, so keep it to the steps you look at.
 #pragma once
 

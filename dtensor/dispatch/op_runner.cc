@@ -80,6 +80,22 @@ bool pending_on_same_dims(const std::vector<PlacementPtr>& a, const std::vector<
 
 at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target);
 
+// `values` in memory laid out as `like` (same strides and storage offset),
+// copied there unless it already is: a view op may read strides and offsets
+// (as_strided, _reshape_alias), so it is replayed only on such memory. Every
+// rank decides alike from its own shards, with no further communication.
+at::Tensor laid_out_like(const at::Tensor& values, const at::Tensor& like) {
+  if (values.strides() == like.strides() && values.storage_offset() == like.storage_offset()) {
+    return values;
+  }
+  const int64_t elements =
+      static_cast<int64_t>(like.storage().nbytes()) / static_cast<int64_t>(like.element_size());
+  at::Tensor out = at::empty({elements}, like.options())
+                       .as_strided(like.sizes(), like.strides(), like.storage_offset());
+  out.copy_(values);
+  return out;
+}
+
 // Reducing a view of a DTensor with pending sums (DTensorImpl::view_origin)
 // reduces the viewed DTensor on the same mesh dims, which remembers that form
 // for its own readers, and takes the view of the result: autograd's mm
@@ -100,20 +116,11 @@ std::optional<at::Tensor> reduce_through_view_origin(const at::Tensor& t,
   }
   const at::Tensor viewed_shard = local_for(
       origin->viewed, std::make_shared<const DTensorSpec>(viewed_spec->with_placements(reduced)));
-  // A view op may read strides and offsets (as_strided, _reshape_alias):
-  // replayed only on a shard laid out in memory as the one it viewed.
-  const at::Tensor& viewed_local = dtensor_impl(origin->viewed)->local();
-  if (viewed_shard.strides() != viewed_local.strides() ||
-      viewed_shard.storage_offset() != viewed_local.storage_offset()) {
-    return std::nullopt;
-  }
-  at::Tensor shard;
-  try {
-    shard = origin->view(viewed_shard);
-  } catch (const c10::Error&) {
-    return std::nullopt;  // it reached past the reduced shard's storage
-  }
-  if (shard.sizes() != c10::IntArrayRef(target->local_layout().local_shape)) return std::nullopt;
+  const at::Tensor shard =
+      (*origin->view)(laid_out_like(viewed_shard, dtensor_impl(origin->viewed)->local()));
+  DTENSOR_CHECK(shard.sizes() == c10::IntArrayRef(target->local_layout().local_shape),
+                "redistribute: internal: the view of a reduced shard has shape ", shard.sizes(),
+                ", expected [", absl::StrJoin(target->local_layout().local_shape, ", "), "]");
   dtensor_impl(t)->remember_reduced_form(make_dtensor_tensor(shard, target));
   return shard;
 }

@@ -17,6 +17,8 @@
 //     loss.backward();
 //   }
 //
+// A sink sees the thread that installed it: libtorch runs the backward of
+// CUDA tensors on its own device threads, whose events no sink receives.
 // Without a sink, reporting costs one thread-local load per event.
 #pragma once
 

@@ -26,25 +26,36 @@ spmd::Types placement_types(const std::vector<PlacementPtr>& placements) {
 }
 
 // How the gradient of a local tensor laid out as `placements` with `types`
-// is held: a Replicate value's is a pending sum, a Partial's or an
-// Invariant's the same whole gradient on every rank, a split's split alike.
+// is held: a pending sum's is the same whole gradient on every rank (also
+// where the tensor is a Varying term of it), a Replicate value's is a
+// pending sum, an Invariant's whole on every rank, a split's split alike.
 std::vector<PlacementPtr> gradient_placements(const std::vector<PlacementPtr>& placements,
                                               const spmd::Types& types) {
   std::vector<PlacementPtr> out = placements;
   for (size_t m = 0; m < out.size(); ++m) {
-    if (types[m] == spmd::Type::kReplicate) {
-      out[m] = Partial::make();
-    } else if (types[m] != spmd::Type::kVarying) {
+    if (placements[m]->is_partial() || types[m] == spmd::Type::kInvariant) {
       out[m] = Replicate::make();
+    } else if (types[m] == spmd::Type::kReplicate) {
+      out[m] = Partial::make();
     }
   }
   return out;
 }
 
 // Whether a local tensor of type `found` may be laid out as `p`: a
-// Replicate one may be R or I.
+// Replicate one may be R or I; a Partial one P or V (each rank's term, as
+// the local product of a row-parallel matmul is).
 bool fits(spmd::Type found, const Placement& p) {
-  return found == placement_type(p) || (p.is_replicate() && found == spmd::Type::kInvariant);
+  return found == placement_type(p) || (p.is_replicate() && found == spmd::Type::kInvariant) ||
+         (p.is_partial() && found == spmd::Type::kVarying);
+}
+
+// The types that fit `p`, for errors.
+std::string fitting_types(const Placement& p) {
+  std::string text = spmd::type_name(placement_type(p));
+  if (p.is_replicate()) text += " or " + spmd::type_name(spmd::Type::kInvariant);
+  if (p.is_partial()) text += " or " + spmd::type_name(spmd::Type::kVarying);
+  return text;
 }
 
 void check_count(const char* what, size_t expected, const char* per, size_t found) {
@@ -71,21 +82,23 @@ spmd::Types input_types(const std::vector<PlacementPtr>& placements, size_t inde
               asked.size());
   for (size_t m = 0; m < types.size(); ++m) {
     DTENSOR_CHECK(fits(asked[m], *placements[m]), "local_map: in_types[", index, "] on mesh dim ",
-                  m, ": expected ", spmd::type_name(types[m]),
-                  placements[m]->is_replicate() ? " or Invariant (I)" : "", " for placement ",
+                  m, ": expected ", fitting_types(*placements[m]), " for placement ",
                   placements[m]->to_string(), ", found ", spmd::type_name(asked[m]));
   }
   return asked;
 }
 
-// The local tensor `fn` gets for input `index`.
-at::Tensor local_input(const at::Tensor& input, size_t index, const OptionalPlacements& wanted,
-                       const DeviceMesh& mesh, const LocalMapOptions& options) {
+// The local tensor `fn` gets for input `index`, and its types (nullopt for
+// a plain tensor).
+std::pair<at::Tensor, std::optional<spmd::Types>> local_input(const at::Tensor& input, size_t index,
+                                                              const OptionalPlacements& wanted,
+                                                              const DeviceMesh& mesh,
+                                                              const LocalMapOptions& options) {
   const std::string name = "in_placements[" + std::to_string(index) + "]";
   if (!is_dtensor(input)) {
     DTENSOR_CHECK(!wanted, "local_map: input ", index, " is a plain tensor: expected nullopt ",
                   name, ", found ", wanted ? placements_to_string(*wanted) : "");
-    return input;
+    return {input, std::nullopt};
   }
   DTensor tensor(input);
   DTENSOR_CHECK(wanted, "local_map: input ", index, " is a DTensor laid out as ",
@@ -101,7 +114,8 @@ at::Tensor local_input(const at::Tensor& input, size_t index, const OptionalPlac
                   "; redistribute it first or set LocalMapOptions::redistribute_inputs");
     tensor = tensor.redistribute(*wanted);
   }
-  return tensor.to_local(gradient_placements(*wanted, input_types(*wanted, index, options)));
+  spmd::Types types = input_types(*wanted, index, options);
+  return {tensor.to_local(gradient_placements(*wanted, types)), std::move(types)};
 }
 
 // Output `index` of `fn`, of `types` (nullopt: untyped, or unchecked),
@@ -114,7 +128,7 @@ at::Tensor wrap_output(const at::Tensor& output, size_t index, const OptionalPla
     for (size_t m = 0; m < placements->size(); ++m) {
       DTENSOR_CHECK(fits((*types)[m], *(*placements)[m]), "local_map: output ", index,
                     " on mesh dim \"", mesh.dim_names()[m], "\": expected ",
-                    spmd::type_name(placement_type(*(*placements)[m])), " for placement ",
+                    fitting_types(*(*placements)[m]), " for placement ",
                     (*placements)[m]->to_string(), " (out_placements[", index, "]), found ",
                     spmd::type_name((*types)[m]));
     }
@@ -126,10 +140,10 @@ at::Tensor wrap_output(const at::Tensor& output, size_t index, const OptionalPla
   return from_local(output, mesh, *placements, std::move(from_local_options)).tensor();
 }
 
-// `fn` on `locals`, type-checked when the options ask: the inputs typed,
-// and the outputs' types in `out_types` (nullopt where untyped).
+// `fn` on `locals`, type-checked when the options ask: the inputs typed
+// `in_types`, and the outputs' types in `out_types` (nullopt where untyped).
 std::vector<at::Tensor> run_fn(const LocalMapFunction& fn, const std::vector<at::Tensor>& locals,
-                               const std::vector<OptionalPlacements>& in_placements,
+                               const std::vector<std::optional<spmd::Types>>& in_types,
                                const DeviceMesh& mesh, const LocalMapOptions& options,
                                std::vector<std::optional<spmd::Types>>& out_types) {
   if (!options.check_types) {
@@ -139,7 +153,7 @@ std::vector<at::Tensor> run_fn(const LocalMapFunction& fn, const std::vector<at:
   }
   spmd::ScopedTypeCheck check(mesh);
   for (size_t i = 0; i < locals.size(); ++i) {
-    if (in_placements[i]) spmd::set_types(locals[i], input_types(*in_placements[i], i, options));
+    if (in_types[i]) spmd::set_types(locals[i], *in_types[i]);
   }
   std::vector<at::Tensor> outputs = fn(locals);
   for (const at::Tensor& output : outputs) out_types.push_back(spmd::types_of(output));
@@ -160,12 +174,14 @@ LocalMapFunction local_map(LocalMapFunction fn, std::vector<OptionalPlacements> 
       check_count("in_types", inputs.size(), "input", options.in_types.size());
     }
     std::vector<at::Tensor> locals;
-    locals.reserve(inputs.size());
+    std::vector<std::optional<spmd::Types>> in_types;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      locals.push_back(local_input(inputs[i], i, in_placements[i], mesh, options));
+      auto [local, types] = local_input(inputs[i], i, in_placements[i], mesh, options);
+      locals.push_back(std::move(local));
+      in_types.push_back(std::move(types));
     }
     std::vector<std::optional<spmd::Types>> out_types;
-    std::vector<at::Tensor> outputs = run_fn(fn, locals, in_placements, mesh, options, out_types);
+    std::vector<at::Tensor> outputs = run_fn(fn, locals, in_types, mesh, options, out_types);
     check_count("out_placements", outputs.size(), "output of fn", out_placements.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
       outputs[i] = wrap_output(outputs[i], i, out_placements[i], out_types[i], mesh);

@@ -239,6 +239,21 @@ TORCH_LIBRARY_IMPL(_, PrivateUse2, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&type_check_kernel>());
 }
 
+// Sparse and quantized tensors inside a scope reach the type-check key's
+// sparse and quantized kinds: they pass unchecked to their own kernels.
+void pass_through(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                  torch::jit::Stack* stack) {
+  op.redispatchBoxed(below(keys), stack);
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse2, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&pass_through>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse2, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&pass_through>());
+}
+
 static_assert(kTypeCheckKey == c10::DispatchKey::PrivateUse2,
               "the fallback above names the type-check key");
 

@@ -39,10 +39,13 @@
 //   at::Tensor h = at::mm(spmd::invariant_to_replicate(x, mesh, "tp"), w);  // V
 //   spmd::assert_type(h, {{"tp", spmd::Type::kVarying}});
 //
-// Checking covers the calling thread's ops while the scope lives (forward
-// code: call backward() after it ends). It costs a table look-up per tensor
-// argument of each op, and for ops on P inputs a look-up of the op's
-// strategies.
+// Checking covers the calling thread's ops on dense tensors while the scope
+// lives (forward code: call backward() after it ends; sparse and quantized
+// tensors pass unchecked). Types follow the tensors ops return: what
+// autograd makes anew around a result loses its type (x.detach() is
+// untyped), and a write through a view does not retype its base. It costs a
+// table look-up per tensor argument of each op, and for ops on P inputs a
+// look-up of the op's strategies.
 #pragma once
 
 #include <cstdint>

@@ -437,6 +437,30 @@ TEST(CheckpointTest, ErrorOnSomeRanksLeavesEveryRankUntouched) {
   });
 }
 
+// Async saves to one directory overlap as a training loop makes them (step
+// k+1's save starts before step k's handle is replaced, which waits): each
+// publishes in turn, none takes the other's temporary directory, and a
+// user's directory named alike is left alone.
+TEST(CheckpointTest, OverlappingAsyncSavesToOneDirectory) {
+  TempDir dir;
+  const at::Tensor w = reference({6, 4}, at::kFloat);
+  make_directories(dir / "ckpt.old-backup");
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    State state = {{"w", lay_out(w, mesh, "S(0)")}};
+    SaveHandle pending;
+    for (int step = 0; step < 3; ++step) {
+      pending = save(state, dir / "ckpt", {.async = true});
+      local_of(state["w"]).add_(1);
+    }
+    pending.wait();
+    State loaded = {{"w", lay_out(at::zeros({6, 4}), mesh, "R")}};
+    load(loaded, dir / "ckpt");
+    EXPECT_TRUE(at::equal(local_of(loaded["w"]), w + 2));
+  });
+  EXPECT_EQ(directory_entries(dir.path()), (std::vector<std::string>{"ckpt", "ckpt.old-backup"}));
+}
+
 // An async save returns once the tensors are copied: changing them before
 // wait() changes nothing in the checkpoint, which appears only when every
 // rank has waited. The handle's destructor waits too; a synchronous save's

@@ -231,6 +231,37 @@ TEST(SpmdTypesTest, SequenceParallelBlockIsCheckedAndEqualsOneDevice) {
   });
 }
 
+// A row-parallel matmul's local product (V times V) is each rank's term of
+// the sum: placed P(sum), it is accepted, and its gradient reaches every
+// rank whole.
+TEST(SpmdTypesTest, AVaryingOutputPlacedPartialIsEachRanksTerm) {
+  const at::Tensor x = at::linspace(-1, 1, 24, at::kDouble).reshape({3, 8}).requires_grad_();
+  const at::Tensor w = at::linspace(0.5, -0.5, 32, at::kDouble).reshape({8, 4}).requires_grad_();
+  const at::Tensor t = at::linspace(1, 2, 12, at::kDouble).reshape({3, 4});
+  const at::Tensor y = at::mm(x, w);
+  (y * t).sum().backward();
+  run_ranks(kRanks, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"tp"});
+    const DTensor x_dt =
+        distribute_tensor(x.detach().clone().requires_grad_(), mesh, parse_placements("S(1)"));
+    const DTensor w_dt =
+        distribute_tensor(w.detach().clone().requires_grad_(), mesh, parse_placements("S(0)"));
+    const auto row_parallel = local_map(
+        [](const std::vector<at::Tensor>& in) {
+          return std::vector<at::Tensor>{at::mm(in[0], in[1])};
+        },
+        {parse_placements("P(sum)")}, {parse_placements("S(1)"), parse_placements("S(0)")}, mesh);
+    const DTensor out(row_parallel({x_dt.tensor(), w_dt.tensor()})[0]);
+    expect_near(out.full_tensor(), y.detach());
+    (out.redistribute(parse_placements("R")).tensor() *
+     distribute_tensor(t, mesh, parse_placements("R")).tensor())
+        .sum()
+        .backward();
+    expect_near(DTensor(x_dt.tensor().grad()).full_tensor(), x.grad());
+    expect_near(DTensor(w_dt.tensor().grad()).full_tensor(), w.grad());
+  });
+}
+
 // Classic mistakes, each caught where it is made.
 TEST(SpmdTypesTest, ClassicMistakesAreCaught) {
   run_ranks(kRanks, [&](int) {
@@ -264,8 +295,8 @@ TEST(SpmdTypesTest, ClassicMistakesAreCaught) {
         [](const std::vector<at::Tensor>& in) { return std::vector<at::Tensor>{in[0] * 2}; },
         {parse_placements("R")}, {parse_placements("S(0)")}, mesh);
     DTENSOR_EXPECT_ERROR(wrong_output({x.tensor()}),
-                         "local_map: output 0 on mesh dim \"tp\": expected Replicate (R) for "
-                         "placement R (out_placements[0]), found Varying (V)");
+                         "local_map: output 0 on mesh dim \"tp\": expected Replicate (R) or "
+                         "Invariant (I) for placement R (out_placements[0]), found Varying (V)");
   });
 }
 
