@@ -144,13 +144,14 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
       return dtensor_impl(*form)->local();
     }
   }
-  if (!plain && only_reduces(*source, *target)) {
+  const bool reduces = !plain && only_reduces(*source, *target);
+  if (reduces) {
     if (std::optional<at::Tensor> shard = reduce_through_view_origin(t, target)) return *shard;
   }
   const RedistributePlanPtr plan = plan_redistribute(*source, target->placements());
   if (plan->steps.empty()) return local;
   at::Tensor result = execute_plan(*plan, local);
-  if (!plain && only_reduces(*source, *target)) {
+  if (reduces) {
     dtensor_impl(t)->remember_reduced_form(make_dtensor_tensor(result, target));
   }
   return result;
@@ -225,6 +226,18 @@ void check_written_shapes(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVal
   }
 }
 
+// The DTensor that return `j` (the DTensor `out`) of a view op views:
+// argument 0, when the return aliases it without writing; null otherwise.
+const at::Tensor* viewed_by(const c10::OperatorHandle& op, size_t j,
+                            c10::ArrayRef<c10::IValue> arguments, const at::Tensor& out) {
+  const c10::AliasInfo* alias = op.schema().returns()[j].alias_info();
+  if (alias == nullptr || alias->isWrite() || !out.defined() || arguments.empty() ||
+      !arguments[0].isTensor() || !is_dtensor(arguments[0].toTensor())) {
+    return nullptr;
+  }
+  return &arguments[0].toTensor();
+}
+
 // A write into a copied view (DTensorImpl::mark_copied_view) would be lost:
 // raises instead, naming the op and how the copy came about.
 void check_writes_reach_their_tensors(const c10::OperatorHandle& op,
@@ -253,12 +266,9 @@ void check_writes_reach_their_tensors(const c10::OperatorHandle& op,
 // writes into them raise; a view of such a copy is one too.
 void mark_copied_view(const c10::OperatorHandle& op, size_t j, c10::ArrayRef<c10::IValue> arguments,
                       const Propagation& p, const at::Tensor& out) {
-  const c10::AliasInfo* alias = op.schema().returns()[j].alias_info();
-  if (alias == nullptr || alias->isWrite() || !out.defined() || arguments.empty() ||
-      !arguments[0].isTensor() || !is_dtensor(arguments[0].toTensor())) {
-    return;
-  }
-  const at::Tensor& viewed = arguments[0].toTensor();
+  const at::Tensor* viewed_dtensor = viewed_by(op, j, arguments, out);
+  if (viewed_dtensor == nullptr) return;
+  const at::Tensor& viewed = *viewed_dtensor;
   const DTensorImpl& source = *dtensor_impl(viewed);
   DTensorImpl& result = *dtensor_impl(out);
   if (result.local().is_alias_of(source.local())) {
@@ -285,12 +295,9 @@ void mark_copied_view(const c10::OperatorHandle& op, size_t j, c10::ArrayRef<c10
 void remember_view_of_pending_sums(const c10::OperatorHandle& op, size_t j,
                                    c10::ArrayRef<c10::IValue> arguments, const Propagation& p,
                                    const at::Tensor& out) {
-  const c10::AliasInfo* alias = op.schema().returns()[j].alias_info();
-  if (alias == nullptr || alias->isWrite() || !out.defined() || p.local_kernel || p.redistributes ||
-      arguments.empty() || !arguments[0].isTensor() || !is_dtensor(arguments[0].toTensor())) {
-    return;
-  }
-  const at::Tensor& viewed = arguments[0].toTensor();
+  const at::Tensor* viewed_dtensor = viewed_by(op, j, arguments, out);
+  if (viewed_dtensor == nullptr || p.local_kernel || p.redistributes) return;
+  const at::Tensor& viewed = *viewed_dtensor;
   if (!pending_on_same_dims(dtensor_impl(viewed)->spec()->placements(),
                             dtensor_impl(out)->spec()->placements()) ||
       !dtensor_impl(out)->local().is_alias_of(dtensor_impl(viewed)->local())) {
