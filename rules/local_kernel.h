@@ -51,7 +51,8 @@ using LocalKernel = std::function<void(const c10::OperatorHandle& op, torch::jit
 // Local kernels by operator name; one per op.
 Registry<LocalKernel>& local_kernels();
 
-// The calling rank's local shape of output `k` (of dtype `dtype`).
+// The calling rank's local shape of output `k` (of dtype `dtype`); not for
+// an output sized by its kernel (kSizedByKernel in rules/strategy.h).
 const std::vector<int64_t>& local_output_shape(const LocalContext& context, size_t k,
                                                c10::ScalarType dtype);
 

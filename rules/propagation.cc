@@ -15,6 +15,7 @@
 #include <dtensor/rules/roles.h>
 #include <dtensor/rules/tensor_arguments.h>
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {
@@ -368,6 +369,7 @@ class Engine {
           std::vector<PlacementPtr> placements;
           for (const CandidateRow* row : choice.rows) placements.push_back(row->row.outputs[j]);
           const auto& shape = shapes_[ret.first_output + k];
+          check_kernel_sized_dims_kept(shape, placements, ret.first_output + k);
           result->output_placements.push_back(normalize_placements(
               placements, static_cast<int64_t>(shape.size()), call_.mesh().shape()));
         }
@@ -382,6 +384,25 @@ class Engine {
     if (auto kernel = local_kernels().find(name_)) result->local_kernel = kernel->front();
     result->updates_layout_in_place = updates_layout_in_place();
     return result;
+  }
+
+  // A dim only the local kernel sizes cannot be split: its global length
+  // would be unknown.
+  void check_kernel_sized_dims_kept(const std::vector<int64_t>& shape,
+                                    const std::vector<PlacementPtr>& placements,
+                                    size_t output) const {
+    const bool whole = shape == std::vector<int64_t>{kSizedByKernel};
+    for (const PlacementPtr& p : placements) {
+      const std::optional<int64_t> dim = p->split_dim();
+      const bool kept = whole ? p->is_replicate()
+                              : !dim.has_value() || *dim < 0 ||
+                                    *dim >= static_cast<int64_t>(shape.size()) ||
+                                    shape[*dim] != kSizedByKernel;
+      DTENSOR_CHECK(kept, name_, ": output ", output, " has a dim the local kernel sizes (shape [",
+                    absl::StrJoin(shape, ", "), "], -1 = sized by the kernel) that a row places ",
+                    p->to_string(), "; expected ", whole ? "Replicate" : "that dim unsplit",
+                    " (a wrong sharding rule)");
+    }
   }
 
   void check_strict(const Propagation& result) const {
@@ -410,12 +431,44 @@ class Engine {
 
 }  // namespace
 
+namespace {
+
+bool has_kernel_sized_dims(const std::vector<int64_t>& shape) {
+  return std::find(shape.begin(), shape.end(), kSizedByKernel) != shape.end();
+}
+
+// `shape` with its kSizedByKernel dims as long as `local`'s.
+std::vector<int64_t> sized_by_kernel(const std::vector<int64_t>& shape, c10::IntArrayRef local,
+                                     size_t k) {
+  if (shape == std::vector<int64_t>{kSizedByKernel}) return local.vec();
+  DTENSOR_CHECK(local.size() == shape.size(), "output ", k, ": expected a local result of rank ",
+                shape.size(), " (shape [", absl::StrJoin(shape, ", "),
+                "], -1 = sized by the kernel), found shape [", absl::StrJoin(local, ", "),
+                "] (a wrong sharding rule?)");
+  std::vector<int64_t> sized = shape;
+  for (size_t d = 0; d < sized.size(); ++d) {
+    if (sized[d] == kSizedByKernel) sized[d] = local[d];
+  }
+  return sized;
+}
+
+}  // namespace
+
 const DTensorSpecPtr& Propagation::output_spec(size_t k, c10::ScalarType dtype,
-                                               const DeviceMesh& mesh) const {
+                                               const DeviceMesh& mesh,
+                                               c10::IntArrayRef local_sizes) const {
   if (output_specs.size() != output_shapes.size()) output_specs.resize(output_shapes.size());
   DTensorSpecPtr& spec = output_specs[k];
-  if (spec == nullptr || spec->dtype() != dtype) {
-    spec = std::make_shared<const DTensorSpec>(mesh, output_placements[k], output_shapes[k], dtype);
+  if (!has_kernel_sized_dims(output_shapes[k])) {
+    if (spec == nullptr || spec->dtype() != dtype) {
+      spec =
+          std::make_shared<const DTensorSpec>(mesh, output_placements[k], output_shapes[k], dtype);
+    }
+    return spec;
+  }
+  std::vector<int64_t> shape = sized_by_kernel(output_shapes[k], local_sizes, k);
+  if (spec == nullptr || spec->dtype() != dtype || spec->shape() != shape) {
+    spec = std::make_shared<const DTensorSpec>(mesh, output_placements[k], std::move(shape), dtype);
   }
   return spec;
 }

@@ -50,7 +50,7 @@ struct Propagation {
   std::vector<DTensorSpecPtr> input_targets;
   // Whether any input moves.
   bool redistributes = false;
-  // Per flat output tensor.
+  // Per flat output tensor; may hold kSizedByKernel (rules/strategy.h).
   std::vector<std::vector<int64_t>> output_shapes;
   std::vector<std::vector<PlacementPtr>> output_placements;
   std::vector<ReturnLayout> returns;
@@ -67,8 +67,11 @@ struct Propagation {
   // Output specs, made on first use (their dtype is the local result's).
   mutable std::vector<DTensorSpecPtr> output_specs;
 
-  // Output `k`'s spec for `dtype` on `mesh`, made once and kept.
-  const DTensorSpecPtr& output_spec(size_t k, c10::ScalarType dtype, const DeviceMesh& mesh) const;
+  // Output `k`'s spec on `mesh` for a local result of `dtype` and
+  // `local_sizes` (which size its kSizedByKernel dims; only those outputs
+  // need them), made once and kept.
+  const DTensorSpecPtr& output_spec(size_t k, c10::ScalarType dtype, const DeviceMesh& mesh,
+                                    c10::IntArrayRef local_sizes = {}) const;
 };
 
 // Decides the layout of `call`. Throws dtensor::Error naming the op and the

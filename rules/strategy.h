@@ -50,6 +50,12 @@ struct ShardingRow {
 };
 
 // Global shape of every output tensor (Tensor[] returns element by element).
+// A dim of kSizedByKernel is as long as the local result's (the rows never
+// split it): a fused kernel's padded bookkeeping whose length varies between
+// libtorch versions. A whole shape of {kSizedByKernel} is the local result's
+// shape, of any rank, and every row must place that output Replicate (a
+// kernel's random state).
+inline constexpr int64_t kSizedByKernel = -1;
 using OutputShapesFn = std::function<std::vector<std::vector<int64_t>>(const OpCall&)>;
 
 struct Strategy {

@@ -200,7 +200,7 @@ torch::jit::Stack local_arguments(c10::ArrayRef<c10::IValue> arguments, const Pr
 at::Tensor wrap(const c10::OperatorHandle& op, const Propagation& p, size_t k,
                 const at::Tensor& local, const DeviceMesh& mesh) {
   if (!local.defined()) return local;  // an output the op was asked not to compute
-  const DTensorSpecPtr& spec = p.output_spec(k, local.scalar_type(), mesh);
+  const DTensorSpecPtr& spec = p.output_spec(k, local.scalar_type(), mesh, local.sizes());
   DTENSOR_CHECK(local.sizes() == c10::IntArrayRef(spec->local_layout().local_shape), op_name_of(op),
                 ": output ", k, " laid out as [", placements_to_string(spec->placements()),
                 "] needs a local shard of shape [",
@@ -368,7 +368,8 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
       if (propagation.updates_layout_in_place) {
         const at::Tensor& local = locals[j].toTensor();
         dtensor_impl(arguments[ret.writes_argument].toTensor())
-            ->replace(local, propagation.output_spec(ret.first_output, local.scalar_type(), mesh));
+            ->replace(local, propagation.output_spec(ret.first_output, local.scalar_type(), mesh,
+                                                     local.sizes()));
       }
       stack.push_back(arguments[ret.writes_argument]);
     } else if (ret.kind == ReturnLayout::Kind::kTensor) {

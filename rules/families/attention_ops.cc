@@ -1,22 +1,32 @@
 // Copyright 2026 The dtensor Authors.
 //
 // rules/families/attention_ops.cc: the fused scaled-dot-product attention
-// kernels that libtorch 2.x's at::scaled_dot_product_attention picks on CPU
-// (flash attention), and their backward.
+// kernels that libtorch 2.x's at::scaled_dot_product_attention picks (flash
+// attention on CPU; flash, memory-efficient and cuDNN attention on CUDA),
+// and their backwards.
 //
 // Attention mixes positions within one (batch, head) pair only: query, key,
 // value [batch, heads, seq, head_dim], the output and the row log-sum-exp
 // [batch, heads, seq] split alike along batch or heads compute each rank's
 // pairs alone, with no communication (Megatron's head-parallel attention).
-// A mask broadcast over that dim (a [seq, seq] causal mask) is replicated; a
-// 4-D one with that dim is split with the others. Only without dropout:
-// each rank would draw its own mask. libtorch 1.13's
+// A mask or bias broadcast over that dim (a [seq, seq] causal mask) is
+// replicated; one with that dim is split with the others.
+//
+// The kernels also return bookkeeping (random-number state, cumulative
+// sequence lengths, a debug mask; the CUDA log-sum-exp is padded) whose
+// shapes differ between libtorch versions and backends: those dims and
+// outputs are sized by the kernel (kSizedByKernel) and never split, the
+// bookkeeping replicated. That holds only without dropout (each rank would
+// draw its own mask), without a debug mask and without a bias gradient;
+// otherwise the kernels run on replicated inputs. libtorch 1.13's
 // at::_scaled_dot_product_attention decomposes into ops with their own rules
-// instead. The CUDA kernels (flash, efficient, cuDNN) return random-state
-// tensors too and have no rows yet: on CUDA meshes they run replicated.
+// instead.
 #include <ATen/ATen.h>
-#include <ATen/OpMathType.h>
 
+#include <array>
+#include <string>
+
+#include <dtensor/base/check.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
 #include <dtensor/rules/local_kernel.h>
@@ -26,99 +36,198 @@
 namespace dtensor {
 namespace {
 
-// One row per split dim (batch, heads): every input split on it but a mask
-// that broadcasts over it, every output split on it.
-std::vector<ShardingRow> attention_rows(const OpCall& call, size_t outputs) {
+struct FusedAttention {
+  const char* name;
+  size_t split_outputs;  // the leading returns split with the (batch, head) pairs
+  bool backward;         // returns the gradients of query, key, value
+};
+
+constexpr std::array<FusedAttention, 8> kFusedAttention = {{
+    {"aten::_scaled_dot_product_flash_attention_for_cpu", 2, false},
+    {"aten::_scaled_dot_product_flash_attention_for_cpu_backward", 3, true},
+    {"aten::_scaled_dot_product_flash_attention", 2, false},
+    {"aten::_scaled_dot_product_flash_attention_backward", 3, true},
+    {"aten::_scaled_dot_product_efficient_attention", 2, false},
+    {"aten::_scaled_dot_product_efficient_attention_backward", 3, true},
+    {"aten::_scaled_dot_product_cudnn_attention", 2, false},
+    {"aten::_scaled_dot_product_cudnn_attention_backward", 3, true},
+}};
+
+// What an argument of these kernels is, by its schema name.
+enum class AttentionRole { kPaired, kMask, kBookkeeping };
+
+AttentionRole role_of(const std::string& argument) {
+  for (const char* paired :
+       {"query", "key", "value", "out", "grad_out", "grad_out_", "logsumexp"}) {
+    if (argument == paired) return AttentionRole::kPaired;
+  }
+  if (argument == "attn_mask" || argument == "attn_bias") return AttentionRole::kMask;
+  return AttentionRole::kBookkeeping;
+}
+
+AttentionRole role_of_input(const OpCall& call, size_t i) {
+  return role_of(call.schema().arguments()[call.input(i).argument].name());
+}
+
+// The mask's dim for the pair dim `dim`: masks broadcast from the right.
+int64_t mask_dim(int64_t dim, int64_t mask_rank) { return dim - (4 - mask_rank); }
+
+bool flag_set(const OpCall& call, const char* name, size_t element = 0) {
+  const auto index = call.schema().argumentIndexWithName(name);
+  if (!index.has_value()) return false;
+  const c10::IValue& value = call.argument(static_cast<size_t>(*index));
+  if (value.isBool()) return value.toBool();
+  const c10::List<bool> flags = value.toBoolList();
+  return element < flags.size() && flags.get(element);
+}
+
+// Whether each rank may compute its pairs alone (see the file comment).
+bool splittable(const OpCall& call) {
+  return call.argument("dropout_p").toDouble() == 0 && !flag_set(call, "return_debug_mask") &&
+         !flag_set(call, "grad_input_mask", 3);
+}
+
+// Whether every paired input has the query's length along `dim`: grouped
+// key/value heads (fewer than the query's) would pair query heads with
+// another rank's key/value heads.
+bool pairs_align(const OpCall& call, int64_t dim) {
+  const std::vector<int64_t>* query = nullptr;
+  for (size_t i = 0; i < call.num_inputs(); ++i) {
+    if (role_of_input(call, i) != AttentionRole::kPaired) continue;
+    const std::vector<int64_t>& shape = call.input(i).spec->shape();
+    if (shape.size() < 3) return false;
+    if (query == nullptr) query = &shape;
+    if (shape[dim] != (*query)[dim]) return false;
+  }
+  return query != nullptr;
+}
+
+// One row per pair dim (batch, heads): paired inputs and the leading outputs
+// split on it, a mask split or replicated as it broadcasts, bookkeeping
+// replicated.
+std::vector<ShardingRow> attention_rows(const OpCall& call, const FusedAttention& fused) {
   std::vector<ShardingRow> rows;
-  if (call.argument("dropout_p").toDouble() != 0) return rows;
+  if (!splittable(call)) return rows;
   for (const int64_t dim : {0, 1}) {
-    // Grouped key/value heads (fewer than the query's) would pair query
-    // heads with another rank's key/value heads: only equal counts split.
-    bool equal = true;
-    for (size_t i = 1; i < call.num_inputs(); ++i) {
-      const std::vector<int64_t>& shape = call.input(i).spec->shape();
-      const bool mask = call.schema().arguments()[call.input(i).argument].name() == "attn_mask";
-      if (!mask && shape.size() == 4 && shape[dim] != call.input(0).spec->shape()[dim]) {
-        equal = false;
-      }
-    }
-    if (!equal) continue;
+    if (!pairs_align(call, dim)) continue;
     ShardingRow row;
     for (size_t i = 0; i < call.num_inputs(); ++i) {
-      const bool mask = call.schema().arguments()[call.input(i).argument].name() == "attn_mask";
-      const std::vector<int64_t>& shape = call.input(i).spec->shape();
-      // The mask broadcasts from the right: its dim for `dim`, if it has one.
-      const int64_t own = dim - (4 - static_cast<int64_t>(shape.size()));
-      const bool broadcast = mask && (own < 0 || shape[own] == 1);
-      row.inputs.push_back(broadcast ? Replicate::make() : Shard::make(mask ? own : dim));
+      const int64_t rank = static_cast<int64_t>(call.input(i).spec->shape().size());
+      switch (role_of_input(call, i)) {
+        case AttentionRole::kPaired:
+          row.inputs.push_back(Shard::make(dim));
+          break;
+        case AttentionRole::kMask: {
+          const int64_t own = mask_dim(dim, rank);
+          const bool broadcast = own < 0 || call.input(i).spec->shape()[own] == 1;
+          row.inputs.push_back(broadcast ? Replicate::make() : Shard::make(own));
+          break;
+        }
+        case AttentionRole::kBookkeeping:
+          row.inputs.push_back(Replicate::make());
+          break;
+      }
     }
-    row.outputs.assign(outputs, Shard::make(dim));
+    for (size_t j = 0; j < call.schema().returns().size(); ++j) {
+      row.outputs.push_back(j < fused.split_outputs ? Shard::make(dim) : Replicate::make());
+    }
     rows.push_back(std::move(row));
   }
   return rows;
 }
 
-// (query, key, value, ...) -> (output [.., seq_q, head_dim_v], logsumexp
-// [batch, heads, seq_q]).
-std::vector<std::vector<int64_t>> forward_shapes(const OpCall& call) {
-  std::vector<int64_t> output = call.input(0).spec->shape();
-  output.back() = call.input(2).spec->shape().back();
-  std::vector<int64_t> logsumexp(output.begin(), output.end() - 1);
-  return {output, logsumexp};
+const std::vector<int64_t>& shape_of_argument(const OpCall& call, const char* name) {
+  const auto index = call.schema().argumentIndexWithName(name);
+  const TensorInput* input =
+      index.has_value() ? call.input_of_argument(static_cast<size_t>(*index)) : nullptr;
+  DTENSOR_CHECK(input != nullptr, call.op_name(), ": expected a tensor argument named ", name);
+  return input->spec->shape();
 }
 
-// (grad_out, query, key, value, ...) -> the gradients of query, key, value.
-std::vector<std::vector<int64_t>> backward_shapes(const OpCall& call) {
-  return {call.input(1).spec->shape(), call.input(2).spec->shape(), call.input(3).spec->shape()};
+// Forward: the output [.., seq_q, head_dim_v] and the log-sum-exp [batch,
+// heads, kernel-sized]; backward: the gradients of query, key, value; the
+// rest sized by the kernel.
+std::vector<std::vector<int64_t>> attention_shapes(const OpCall& call,
+                                                   const FusedAttention& fused) {
+  std::vector<std::vector<int64_t>> shapes;
+  const std::vector<c10::Argument>& returns = call.schema().returns();
+  for (size_t j = 0; j < returns.size(); ++j) {
+    if (returns[j].type()->kind() != c10::TypeKind::TensorType) continue;
+    if (j >= fused.split_outputs) {
+      shapes.push_back({kSizedByKernel});
+    } else if (fused.backward) {
+      shapes.push_back(shape_of_argument(call, std::array{"query", "key", "value"}[j]));
+    } else {
+      std::vector<int64_t> output = shape_of_argument(call, "query");
+      output.back() = shape_of_argument(call, "value").back();
+      shapes.push_back(j == 0 ? output
+                              : std::vector<int64_t>{output[0], output[1], kSizedByKernel});
+    }
+  }
+  return shapes;
 }
 
-// A rank whose shard holds no (batch, head) pair gets empty outputs without
-// calling the kernel: libtorch 2.14's CPU flash attention divides by zero on
-// empty inputs.
-void empty_safe_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack, const LocalContext&,
-                       bool backward) {
-  const size_t arguments = op.schema().arguments().size();
-  const size_t query = stack.size() - arguments + (backward ? 1 : 0);
-  const at::Tensor q = stack[query].toTensor(), k = stack[query + 1].toTensor(),
-                   v = stack[query + 2].toTensor();
-  if (q.numel() != 0 && k.numel() != 0 && v.numel() != 0) {
+// `t` with its `empty_dims` (of the pair dims, in query numbering) one long,
+// zero-filled.
+at::Tensor one_pair_long(const at::Tensor& t, const std::vector<int64_t>& empty_dims, bool mask) {
+  std::vector<int64_t> shape = t.sizes().vec();
+  for (const int64_t dim : empty_dims) {
+    const int64_t own = mask ? mask_dim(dim, t.dim()) : dim;
+    if (own >= 0 && shape[own] == 0) shape[own] = 1;
+  }
+  return at::zeros(shape, t.options());
+}
+
+// Runs the kernel on the local shards. A rank whose shard holds no (batch,
+// head) pair runs it on one zero pair and keeps none of the split outputs:
+// kernels fail on empty inputs (libtorch 2.14's CPU flash attention divides
+// by zero), and the bookkeeping outputs keep the kernel's own shapes.
+void run_empty_safe(const FusedAttention& fused, const c10::OperatorHandle& op,
+                    torch::jit::Stack& stack) {
+  const std::vector<c10::Argument>& arguments = op.schema().arguments();
+  const size_t first = stack.size() - arguments.size();
+  const at::Tensor& query =
+      stack[first + static_cast<size_t>(op.schema().argumentIndexWithName("query").value())]
+          .toTensor();
+  std::vector<int64_t> empty_dims;
+  for (const int64_t dim : {0, 1}) {
+    if (query.size(dim) == 0) empty_dims.push_back(dim);
+  }
+  if (empty_dims.empty()) {
     op.callBoxed(stack);
     return;
   }
-  torch::jit::drop(stack, arguments);
-  if (backward) {
-    for (const at::Tensor& t : {q, k, v}) stack.push_back(at::zeros_like(t));
-    return;
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    c10::IValue& value = stack[first + a];
+    const AttentionRole role = role_of(arguments[a].name());
+    if (role == AttentionRole::kBookkeeping || !value.isTensor() || !value.toTensor().defined()) {
+      continue;
+    }
+    value = one_pair_long(value.toTensor(), empty_dims, role == AttentionRole::kMask);
   }
-  std::vector<int64_t> shape = q.sizes().vec();
-  shape.back() = v.size(-1);
-  stack.push_back(at::zeros(shape, q.options()));
-  shape.pop_back();
-  stack.push_back(at::zeros(shape, q.options().dtype(at::toOpMathType(q.scalar_type()))));
+  op.callBoxed(stack);
+  for (size_t j = 0; j < fused.split_outputs; ++j) {
+    c10::IValue& value = stack[first + j];
+    if (!value.isTensor() || !value.toTensor().defined()) continue;
+    at::Tensor none = value.toTensor();
+    for (const int64_t dim : empty_dims) none = none.narrow(dim, 0, 0);
+    value = none;
+  }
 }
 
 }  // namespace
 
 DTENSOR_REGISTER(attention_ops) {
-  Strategy forward;
-  forward.rows = [](const OpCall& call, int64_t) { return attention_rows(call, 2); };
-  forward.output_shapes = forward_shapes;
-  add_to_existing(strategies(), {"aten::_scaled_dot_product_flash_attention_for_cpu"}, forward);
-  Strategy backward;
-  backward.rows = [](const OpCall& call, int64_t) { return attention_rows(call, 3); };
-  backward.output_shapes = backward_shapes;
-  add_to_existing(strategies(), {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"},
-                  backward);
-  add_to_existing(local_kernels(), {"aten::_scaled_dot_product_flash_attention_for_cpu"},
-                  LocalKernel([](const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                                 const LocalContext& context) {
-                    empty_safe_kernel(op, stack, context, /*backward=*/false);
-                  }));
-  add_to_existing(local_kernels(), {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"},
-                  LocalKernel([](const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                                 const LocalContext& context) {
-                    empty_safe_kernel(op, stack, context, /*backward=*/true);
-                  }));
+  for (const FusedAttention& fused : kFusedAttention) {
+    Strategy strategy;
+    strategy.rows = [fused](const OpCall& call, int64_t) { return attention_rows(call, fused); };
+    strategy.output_shapes = [fused](const OpCall& call) { return attention_shapes(call, fused); };
+    add_to_existing(strategies(), {fused.name}, strategy);
+    add_to_existing(
+        local_kernels(), {fused.name},
+        LocalKernel([fused](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                            const LocalContext&) { run_empty_safe(fused, op, stack); }));
+  }
 }
 
 }  // namespace dtensor

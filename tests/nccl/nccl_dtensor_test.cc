@@ -12,6 +12,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <optional>
+
 #include <dtensor/core/random.h>
 #include <dtensor/dtensor.h>
 #include "tests/nccl/cuda_device.h"
@@ -23,6 +26,7 @@
 #include <dtensor/nn/fully_shard.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
+#include "tests/support/call_op.h"
 #include "tests/support/fsdp_stack.h"
 #include "tests/support/redistribute_cases.h"
 
@@ -183,6 +187,90 @@ TEST_F(NcclDTensorTest, FullyShardTrainsLikeOneDevice) {
       EXPECT_TRUE(at::allclose(grad, want[p.key()].grad(), 1e-4, 1e-5)) << p.key();
       p->sub_(p->grad().mul(0.1));
       want[p.key()].sub_(want[p.key()].grad().mul(0.1));
+    }
+  }
+}
+
+// The fused attention kernels on CUDA (the one at::scaled_dot_product_attention
+// picks, and memory-efficient, flash and cuDNN attention called directly) on
+// heads split over the ranks: no collective forward or backward, the output
+// and the gradients equal one device's within the dtype's rounding (the
+// kernels' work split depends on the number of heads), their bookkeeping
+// replicated. A kernel this build or GPU lacks for a dtype is skipped, named
+// in the log; each kernel's return shapes are printed for the record.
+TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
+  const DeviceMesh mesh = init_device_mesh("nccl", {world_size_});
+  const at::TensorOptions gpu = at::TensorOptions().device(mesh.device());
+  const c10::IValue none;
+  const std::vector<std::pair<const char*, testing::NamedArguments>> kernels = {
+      {"aten::scaled_dot_product_attention", {{"is_causal", true}}},
+      {"aten::_scaled_dot_product_efficient_attention",
+       {{"attn_bias", none}, {"compute_log_sumexp", true}, {"is_causal", true}}},
+      {"aten::_scaled_dot_product_flash_attention", {{"is_causal", true}}},
+      {"aten::_scaled_dot_product_cudnn_attention",
+       {{"attn_bias", none}, {"compute_log_sumexp", true}, {"is_causal", true}}}};
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const double tolerance = dtype == at::kFloat ? 1e-5 : 2e-2;
+    at::manual_seed(5);  // the same inputs on every rank
+    std::vector<at::Tensor> qkv;
+    for (int64_t i = 0; i < 3; ++i) {
+      qkv.push_back(at::randn({2, 2 * world_size_, 64, 64}, gpu.dtype(at::kFloat)).to(dtype));
+    }
+    for (const auto& [name, extra] : kernels) {
+      SCOPED_TRACE(::testing::Message() << name << " " << dtype);
+      const auto attend = [&, name = name, extra = extra](const std::vector<at::Tensor>& in) {
+        testing::NamedArguments arguments = extra;
+        arguments["query"] = in[0], arguments["key"] = in[1], arguments["value"] = in[2];
+        return testing::call_op(name, arguments);
+      };
+      std::vector<at::Tensor> reference;
+      for (const at::Tensor& t : qkv) reference.push_back(t.clone().requires_grad_());
+      std::optional<torch::jit::Stack> expected;
+      try {
+        expected = attend(reference);
+      } catch (const c10::Error& e) {
+        if (mesh.world()->rank() == 0) {
+          std::printf("FusedAttentionSplitsHeads: %s has no %s kernel here: %s\n", name,
+                      c10::toString(dtype), e.what_without_backtrace());
+        }
+        continue;
+      }
+      if (!expected.has_value()) continue;
+      if (mesh.world()->rank() == 0) {
+        std::printf("FusedAttentionSplitsHeads: %s %s returns", name, c10::toString(dtype));
+        for (const c10::IValue& r : *expected) {
+          std::printf(" %s", r.isTensor() && r.toTensor().defined()
+                                 ? (::testing::PrintToString(r.toTensor().sizes().vec()) + "/" +
+                                    c10::toString(r.toTensor().scalar_type()) + "/" +
+                                    r.toTensor().device().str())
+                                       .c_str()
+                                 : r.tagKind().c_str());
+        }
+        std::printf("\n");
+      }
+      expected->front().toTensor().to(at::kFloat).pow(2).sum().backward();
+      std::vector<at::Tensor> inputs;
+      for (const at::Tensor& t : qkv) {
+        inputs.push_back(
+            distribute_tensor(t, mesh, parse_placements("S(1)")).tensor().requires_grad_());
+      }
+      CollectiveCounter collectives;
+      const torch::jit::Stack returns = *attend(inputs);
+      const DTensor out(returns.front().toTensor());
+      EXPECT_EQ(placements_to_string(out.placements()), "S(1)");
+      out.tensor().to(at::kFloat).pow(2).sum().backward();
+      EXPECT_EQ(collectives.total(), 0);
+      for (size_t j = 2; j < returns.size(); ++j) {
+        if (!returns[j].isTensor() || !returns[j].toTensor().defined()) continue;
+        EXPECT_EQ(placements_to_string(DTensor(returns[j].toTensor()).placements()), "R") << j;
+      }
+      EXPECT_TRUE(at::allclose(out.full_tensor().to(at::kFloat),
+                               expected->front().toTensor().to(at::kFloat), tolerance, tolerance));
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(at::allclose(DTensor(inputs[i].grad()).full_tensor().to(at::kFloat),
+                                 reference[i].grad().to(at::kFloat), tolerance, tolerance))
+            << "gradient " << i;
+      }
     }
   }
 }
