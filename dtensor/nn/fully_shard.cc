@@ -1,6 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/nn/fully_shard.h>
 
+#include <algorithm>
+
 #include <mutex>
 #include <string>
 #include <utility>
@@ -93,27 +95,30 @@ void collect(torch::nn::Module& module, const std::string& path, bool top,
   }
 }
 
-// Where a tp-split parameter is stored: on the 2-D mesh of `dp` and its tp
-// mesh, the tp placement kept and dp sharding dim 0 of each tp piece.
+// Where a tp-split parameter is stored: on the mesh of `dp`'s dims and its
+// tp dim (in the root's order), the tp placement kept, dp's shard dim (its
+// last) splitting dim 0 of each tp piece, an HSDP replicate dim replicated.
 std::shared_ptr<const DTensorSpec> composed_spec(const DTensor& parameter, const DeviceMesh& dp,
                                                  const std::string& path) {
   const DeviceMesh& tp = parameter.mesh();
-  DTENSOR_CHECK(dp.ndim() == 1 && tp.ndim() == 1, "fully_shard: parameter '", path,
-                "' is a DTensor on ", tp.to_string(), "; expected a 1-D tp mesh and a 1-D ",
-                "data-parallel mesh (HSDP over tensor parallelism is not supported), found a ",
-                dp.ndim(), "-D mesh");
+  DTENSOR_CHECK(tp.ndim() == 1, "fully_shard: parameter '", path, "' is a DTensor on ",
+                tp.to_string(), "; expected a 1-D tp mesh, found a ", tp.ndim(), "-D one");
   const DeviceMesh root = dp.root();
   DTENSOR_CHECK(tp.root() == root, "fully_shard: parameter '", path, "' is a DTensor on ",
                 tp.to_string(), ", expected a slice of the data-parallel mesh's root ",
                 root.to_string());
-  const std::string& dp_name = dp.dim_names().front();
   const std::string& tp_name = tp.dim_names().front();
-  DTENSOR_CHECK(dp_name != tp_name, "fully_shard: parameter '", path,
-                "' is already laid out over the data-parallel mesh dim \"", dp_name, "\"");
-  const bool dp_first = root.dim_index(dp_name) < root.dim_index(tp_name);
-  const DeviceMesh mesh =
-      dp_first ? root[{dp_name, tp_name}] : root[std::vector<std::string>{tp_name, dp_name}];
-  DTENSOR_CHECK(mesh[dp_name] == dp && mesh[tp_name] == tp, "fully_shard: parameter '", path,
+  const std::vector<std::string>& dp_names = dp.dim_names();
+  DTENSOR_CHECK(std::find(dp_names.begin(), dp_names.end(), tp_name) == dp_names.end(),
+                "fully_shard: parameter '", path,
+                "' is already laid out over the data-parallel mesh dim \"", tp_name, "\"");
+  std::vector<std::string> names = dp_names;
+  names.push_back(tp_name);
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return root.dim_index(a) < root.dim_index(b);
+  });
+  const DeviceMesh mesh = root[names];
+  DTENSOR_CHECK(mesh[dp_names] == dp && mesh[tp_name] == tp, "fully_shard: parameter '", path,
                 "': expected its tp mesh and the data-parallel mesh to be slices of one mesh "
                 "around the calling rank, found ",
                 tp.to_string(), " and ", dp.to_string());
@@ -126,10 +131,19 @@ std::shared_ptr<const DTensorSpec> composed_spec(const DTensor& parameter, const
                 tp_placement->to_string());
   // dp rank d must hold piece d of every tp piece of dim 0: tp's pieces
   // first, then dp's, which read left to right is StridedShard (design.md 2).
-  const PlacementPtr dp_placement =
-      dp_first && tp_splits_rows ? StridedShard::make(0, tp.size(0)) : Shard::make(0);
-  std::vector<PlacementPtr> placements{dp_placement, tp_placement};
-  if (!dp_first) std::swap(placements[0], placements[1]);
+  const std::string& shard_name = dp_names.back();
+  const bool shard_first = root.dim_index(shard_name) < root.dim_index(tp_name);
+  std::vector<PlacementPtr> placements;
+  for (const std::string& name : names) {
+    if (name == tp_name) {
+      placements.push_back(tp_placement);
+    } else if (name == shard_name) {
+      placements.push_back(shard_first && tp_splits_rows ? StridedShard::make(0, tp.size(0))
+                                                         : Shard::make(0));
+    } else {
+      placements.push_back(Replicate::make());
+    }
+  }
   return std::make_shared<const DTensorSpec>(mesh, std::move(placements), parameter.sizes(),
                                              parameter.dtype());
 }

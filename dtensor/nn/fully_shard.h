@@ -53,7 +53,11 @@
 // [StridedShard(0, tp), Shard(0)] for a tp Shard(0) parameter, [Shard(0),
 // Shard(1)] for a tp Shard(1) one, [Shard(0), Replicate] for a replicated
 // one. A 2-D `mesh` is HSDP: replicated over its first dim (gradients
-// all-reduced there), sharded over the second.
+// all-reduced there), sharded over the second. Both at once (HSDP over
+// tensor parallelism) take a 3-D mesh, e.g. ("replicate", "shard", "tp"):
+// parallelize_module on mesh["tp"], fully_shard on mesh[{"replicate",
+// "shard"}]; a tp Shard(0) parameter is then [Replicate, StridedShard(0,
+// tp), Shard(0)].
 //
 // Collective: every rank of the mesh calls fully_shard on the same modules
 // in the same order, and runs the same forward and backward.

@@ -22,6 +22,7 @@
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/nn/module_hooks.h>
+#include <dtensor/nn/parallelize.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include "tests/support/expect_error.h"
@@ -361,6 +362,44 @@ TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
     torch::optim::SGD optimizer(model->parameters(), 0.1);
     const at::Tensor x = batch(kRows).chunk(4)[rank];
     const at::Tensor y = target(kRows).chunk(4)[rank];
+    for (int64_t step = 0; step < 2; ++step) {
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      (model->forward(x) - y).pow(2).mean().backward();
+      expect_close(snapshot(model, true), ref.grads[step], "grad step " + std::to_string(step));
+      optimizer.step();
+      expect_close(snapshot(model, false), ref.params[step], "param step " + std::to_string(step));
+    }
+  });
+}
+
+// HSDP over tensor parallelism on 8 ranks, a (replicate 2, shard 2, tp 2)
+// mesh: each block's MLP split colwise / rowwise over "tp", then every group
+// sharded over ("replicate", "shard"). Parameters are laid out tp piece
+// first, then its shard piece; every gradient and parameter equals one
+// device's trained on the whole batch (each data rank feeds its quarter).
+TEST(FullyShardTest, HsdpOverTensorParallelEqualsOneDevice) {
+  constexpr int64_t kRows = 8;
+  const Reference ref =
+      train_one_device<torch::optim::SGD>(2, kRows, torch::optim::SGDOptions(0.1));
+  run_ranks(8, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2, 2}, {"replicate", "shard", "tp"});
+    const DeviceMesh dp = mesh[{"replicate", "shard"}];
+    Stack model = make_stack(2);
+    for (StackBlock& block : model->layers) {
+      parallelize_module(*block, mesh["tp"],
+                         {{"up", ColwiseParallel()}, {"down", RowwiseParallel()}});
+      fully_shard(*block, dp);
+    }
+    fully_shard(*model, dp);
+    const StackBlock& block = model->layers[0];
+    EXPECT_EQ(placements_to_string(DTensor(block->up->weight).placements()), "R,SS(0,2),S(0)");
+    EXPECT_EQ(placements_to_string(DTensor(block->down->weight).placements()), "R,S(0),S(1)");
+    EXPECT_EQ(placements_to_string(DTensor(block->down->bias).placements()), "R,S(0),R");
+    EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
+    torch::optim::SGD optimizer(model->parameters(), 0.1);
+    const int64_t data_rank = dp.coordinate()[0] * 2 + dp.coordinate()[1];
+    const at::Tensor x = batch(kRows).chunk(4)[data_rank];
+    const at::Tensor y = target(kRows).chunk(4)[data_rank];
     for (int64_t step = 0; step < 2; ++step) {
       for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
       (model->forward(x) - y).pow(2).mean().backward();
