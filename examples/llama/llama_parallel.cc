@@ -165,14 +165,15 @@ double max_difference(torch::nn::Module& distributed, torch::nn::Module& referen
 
 }  // namespace
 
-Llama seeded_llama(const LlamaConfig& config, uint64_t seed, const at::Device& device) {
+Llama seeded_llama(const LlamaConfig& config, uint64_t seed, const at::Device& device,
+                   at::ScalarType dtype) {
   // The rank threads of the local backend share libtorch's default
   // generator: one model at a time.
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   at::manual_seed(seed);
   Llama model(config);
-  model->to(device, at::kDouble);
+  model->to(device, dtype);
   return model;
 }
 
@@ -260,8 +261,8 @@ void parallelize_llama(Llama& model, const DeviceMesh& mesh, LlamaPlan plan,
 std::vector<LlamaStep> train_llama(const DeviceMesh& mesh, LlamaPlan plan,
                                    const LlamaTrainOptions& options) {
   // The reference trains on the mesh's device too (a CUDA one under NCCL).
-  Llama reference = seeded_llama(options.config, options.seed, mesh.device());
-  Llama model = seeded_llama(options.config, options.seed, mesh.device());
+  Llama reference = seeded_llama(options.config, options.seed, mesh.device(), options.dtype);
+  Llama model = seeded_llama(options.config, options.seed, mesh.device(), options.dtype);
   parallelize_llama(model, mesh, plan, options.reshard_after_forward);
   at::Generator data = at::detail::createCPUGenerator(options.seed);
   const at::Tensor tokens =

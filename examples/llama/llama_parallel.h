@@ -59,11 +59,12 @@ enum class LlamaPlan {
   kFullyShard
 };
 
-// A float64 model initialized from `seed` alone, on `device`: the same on
-// every rank and thread (the local backend's rank threads make theirs one
-// at a time).
+// A model initialized from `seed` alone, on `device`, in `dtype` (float64
+// unless asked): the same on every rank and thread (the local backend's rank
+// threads make theirs one at a time).
 Llama seeded_llama(const LlamaConfig& config, uint64_t seed,
-                   const at::Device& device = at::Device(at::kCPU));
+                   const at::Device& device = at::Device(at::kCPU),
+                   at::ScalarType dtype = at::kDouble);
 
 // "tp", "tp_sp", "loss_parallel", "tp_partial_residual", "fsdp".
 std::string plan_name(LlamaPlan plan);
@@ -93,6 +94,9 @@ struct LlamaTrainOptions {
   int64_t steps = 3;
   double learning_rate = 0.1;
   uint64_t seed = 1234;
+  // What the model computes in (float32 on CUDA takes the fused attention
+  // kernels; float64 takes the math path).
+  at::ScalarType dtype = at::kDouble;
   // AdamW instead of plain SGD.
   bool adamw = false;
   // Clip the gradients' total 2-norm to this before each update (0: none).

@@ -40,18 +40,23 @@ struct FusedAttention {
   const char* name;
   size_t split_outputs;  // the leading returns split with the (batch, head) pairs
   bool backward;         // returns the gradients of query, key, value
+  // Reads the bias in rows aligned to kBiasAlignment elements (see
+  // aligned_bias).
+  bool aligns_bias;
 };
 
 constexpr std::array<FusedAttention, 8> kFusedAttention = {{
-    {"aten::_scaled_dot_product_flash_attention_for_cpu", 2, false},
-    {"aten::_scaled_dot_product_flash_attention_for_cpu_backward", 3, true},
-    {"aten::_scaled_dot_product_flash_attention", 2, false},
-    {"aten::_scaled_dot_product_flash_attention_backward", 3, true},
-    {"aten::_scaled_dot_product_efficient_attention", 2, false},
-    {"aten::_scaled_dot_product_efficient_attention_backward", 3, true},
-    {"aten::_scaled_dot_product_cudnn_attention", 2, false},
-    {"aten::_scaled_dot_product_cudnn_attention_backward", 3, true},
+    {"aten::_scaled_dot_product_flash_attention_for_cpu", 2, false, false},
+    {"aten::_scaled_dot_product_flash_attention_for_cpu_backward", 3, true, false},
+    {"aten::_scaled_dot_product_flash_attention", 2, false, false},
+    {"aten::_scaled_dot_product_flash_attention_backward", 3, true, false},
+    {"aten::_scaled_dot_product_efficient_attention", 2, false, true},
+    {"aten::_scaled_dot_product_efficient_attention_backward", 3, true, true},
+    {"aten::_scaled_dot_product_cudnn_attention", 2, false, false},
+    {"aten::_scaled_dot_product_cudnn_attention_backward", 3, true, false},
 }};
+
+constexpr int64_t kBiasAlignment = 16;
 
 // What an argument of these kernels is, by its schema name.
 enum class AttentionRole { kPaired, kMask, kBookkeeping };
@@ -178,25 +183,23 @@ at::Tensor one_pair_long(const at::Tensor& t, const std::vector<int64_t>& empty_
   return at::zeros(shape, t.options());
 }
 
-// Runs the kernel on the local shards. A rank whose shard holds no (batch,
-// head) pair runs it on one zero pair and keeps none of the split outputs:
-// kernels fail on empty inputs (libtorch 2.14's CPU flash attention divides
-// by zero), and the bookkeeping outputs keep the kernel's own shapes.
-void run_empty_safe(const FusedAttention& fused, const c10::OperatorHandle& op,
-                    torch::jit::Stack& stack) {
-  const std::vector<c10::Argument>& arguments = op.schema().arguments();
-  const size_t first = stack.size() - arguments.size();
-  const at::Tensor& query =
-      stack[first + static_cast<size_t>(op.schema().argumentIndexWithName("query").value())]
-          .toTensor();
-  std::vector<int64_t> empty_dims;
-  for (const int64_t dim : {0, 1}) {
-    if (query.size(dim) == 0) empty_dims.push_back(dim);
-  }
-  if (empty_dims.empty()) {
-    op.callBoxed(stack);
-    return;
-  }
+// The memory-efficient kernel reads the bias in rows of a multiple of 16
+// elements: at::scaled_dot_product_attention pads the bias and slices it
+// back to get them. A split that copied the bias lost that layout; this
+// lays it out so again (a view when it already is).
+at::Tensor aligned_bias(const at::Tensor& bias) {
+  bool aligned = bias.stride(-1) == 1;
+  for (int64_t d = 0; d + 1 < bias.dim(); ++d) aligned &= bias.stride(d) % kBiasAlignment == 0;
+  if (aligned) return bias;
+  const int64_t length = bias.size(-1);
+  const int64_t padded = (length + kBiasAlignment - 1) / kBiasAlignment * kBiasAlignment;
+  return at::constant_pad_nd(bias, {0, padded - length}).narrow(-1, 0, length);
+}
+
+// The paired and mask arguments (of a call's `arguments` from stack[first])
+// with their `empty_dims` one long, zero-filled.
+void replace_by_one_zero_pair(const std::vector<c10::Argument>& arguments, torch::jit::Stack& stack,
+                              size_t first, const std::vector<int64_t>& empty_dims) {
   for (size_t a = 0; a < arguments.size(); ++a) {
     c10::IValue& value = stack[first + a];
     const AttentionRole role = role_of(arguments[a].name());
@@ -205,8 +208,39 @@ void run_empty_safe(const FusedAttention& fused, const c10::OperatorHandle& op,
     }
     value = one_pair_long(value.toTensor(), empty_dims, role == AttentionRole::kMask);
   }
+}
+
+// The bias arguments (of a call's `arguments` from stack[first]) laid out
+// as aligned_bias says.
+void align_biases(const std::vector<c10::Argument>& arguments, torch::jit::Stack& stack,
+                  size_t first) {
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    c10::IValue& value = stack[first + a];
+    if (role_of(arguments[a].name()) == AttentionRole::kMask && value.isTensor() &&
+        value.toTensor().defined() && value.toTensor().dim() >= 2) {
+      value = aligned_bias(value.toTensor());
+    }
+  }
+}
+
+// Runs the kernel on the local shards, biases aligned where it needs them.
+// A rank whose shard holds no (batch, head) pair runs it on one zero pair
+// and keeps none of the split outputs: kernels fail on empty inputs
+// (libtorch 2.14's CPU flash attention divides by zero), and the
+// bookkeeping outputs keep the kernel's own shapes.
+void run_on_shards(const FusedAttention& fused, const c10::OperatorHandle& op,
+                   torch::jit::Stack& stack) {
+  const std::vector<c10::Argument>& arguments = op.schema().arguments();
+  const size_t first = stack.size() - arguments.size();
+  const auto query = static_cast<size_t>(op.schema().argumentIndexWithName("query").value());
+  std::vector<int64_t> empty_dims;
+  for (const int64_t dim : {0, 1}) {
+    if (stack[first + query].toTensor().size(dim) == 0) empty_dims.push_back(dim);
+  }
+  if (!empty_dims.empty()) replace_by_one_zero_pair(arguments, stack, first, empty_dims);
+  if (fused.aligns_bias) align_biases(arguments, stack, first);
   op.callBoxed(stack);
-  for (size_t j = 0; j < fused.split_outputs; ++j) {
+  for (size_t j = 0; j < fused.split_outputs && !empty_dims.empty(); ++j) {
     c10::IValue& value = stack[first + j];
     if (!value.isTensor() || !value.toTensor().defined()) continue;
     at::Tensor none = value.toTensor();
@@ -223,10 +257,9 @@ DTENSOR_REGISTER(attention_ops) {
     strategy.rows = [fused](const OpCall& call, int64_t) { return attention_rows(call, fused); };
     strategy.output_shapes = [fused](const OpCall& call) { return attention_shapes(call, fused); };
     add_to_existing(strategies(), {fused.name}, strategy);
-    add_to_existing(
-        local_kernels(), {fused.name},
-        LocalKernel([fused](const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                            const LocalContext&) { run_empty_safe(fused, op, stack); }));
+    add_to_existing(local_kernels(), {fused.name},
+                    LocalKernel([fused](const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                                        const LocalContext&) { run_on_shards(fused, op, stack); }));
   }
 }
 

@@ -58,7 +58,14 @@ at::Tensor scores(const c10::OperatorHandle& op, const torch::jit::Stack& stack)
   at::Tensor s = at::matmul(q, k.transpose(-2, -1))
                      .mul(scale.isNone() ? 1 / std::sqrt(double(q.size(-1))) : scale.toDouble());
   const at::Tensor bias = optional_tensor(op, stack, "attn_bias");
-  if (bias.defined()) s = s.add(bias);
+  if (bias.defined()) {
+    // As CUDA's memory-efficient kernel checks (it reads aligned rows).
+    TORCH_CHECK(
+        op.schema().name().find("efficient") == std::string::npos ||
+            (bias.stride(-2) % 16 == 0 && bias.stride(0) % 16 == 0 && bias.stride(1) % 16 == 0),
+        "attn_bias is not correctly aligned: strides ", bias.strides(), " sizes ", bias.sizes());
+    s = s.add(bias);
+  }
   if (argument_named(op, stack, "is_causal").toBool()) {
     const at::Tensor above = at::ones({q.size(-2), k.size(-2)}, at::kBool).triu(1);
     s = s.masked_fill(above, -INFINITY);
@@ -225,6 +232,15 @@ at::Tensor replicated_like(const at::Tensor& t, const at::Tensor& like) {
       .tensor();
 }
 
+// An additive causal bias as at::scaled_dot_product_attention hands it to
+// the kernels: expanded to [batch, heads, seq, seq], rows padded to 16
+// elements and sliced back.
+at::Tensor sdpa_causal_bias(int64_t heads) {
+  const at::Tensor causal = at::full({kSeq, kSeq}, -1e9, at::kDouble).triu(1);
+  return at::constant_pad_nd(causal.expand({kBatch, heads, kSeq, kSeq}), {0, 16 - kSeq})
+      .narrow(-1, 0, kSeq);
+}
+
 // The CUDA kernels' forward names and the arguments each needs.
 struct CudaKernel {
   const char* name;
@@ -238,11 +254,10 @@ TEST(FusedAttentionTest, CudaKernelsSplitByBatchAndHeads) {
                                   CudaKernel{"aten::_scaled_dot_product_cudnn_attention", true}}) {
     if (!op_exists(kernel.name)) continue;
     ++tested;
-    // A broadcast additive causal bias where the kernel takes one.
-    const at::Tensor bias = at::full({kSeq, kSeq}, -1e9, at::kDouble).triu(1);
     for (const auto& [heads, layout] : kLayouts) {
       SCOPED_TRACE(std::string(kernel.name) + ", " + std::to_string(heads) + " heads, " +
                    layout.placements);
+      const at::Tensor bias = sdpa_causal_bias(heads);
       expect_like_one_device(heads, at::kDouble, layout,
                              [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
                                Arguments arguments = {{"query", q}, {"key", k}, {"value", v}};
