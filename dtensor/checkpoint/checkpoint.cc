@@ -237,7 +237,7 @@ struct SaveItem {
 };
 
 // `placements` with Partial and dims-merging Ragged placements made
-// Replicate: what a DTensor is saved as.
+// Replicate: what a DTensor is saved (and read) as.
 std::vector<PlacementPtr> saved_placements(const std::vector<PlacementPtr>& placements) {
   std::vector<PlacementPtr> saved;
   for (const PlacementPtr& p : placements) {
@@ -545,26 +545,46 @@ Source read_source(const std::string& path) {
   return source;
 }
 
-// One tensor to fill: its local shard, and which global index each local
-// index stands for.
+// One tensor to fill: its local shard, and what is read for it. A layout
+// that does not hold plain boxes of the tensor (Partial, Ragged merging
+// dims) is read as it would be saved (saved_placements) and laid out from
+// there locally (no communication: from Replicate).
 struct Target {
   std::string name;
   at::Tensor tensor;
   at::Tensor local;
+  // The layout read, when it is not the tensor's own.
+  DTensorSpecPtr read_as;
+  // The shape read, and which global index each of its indices stands for.
+  Shape read_shape;
   IndexLists indices;
 };
 
 Target target_of(const std::string& name, const at::Tensor& tensor) {
-  if (!is_dtensor(tensor)) return {name, tensor, tensor, whole_tensor(tensor.sizes().vec())};
+  if (!is_dtensor(tensor)) {
+    return {
+        name, tensor, tensor, nullptr, tensor.sizes().vec(), whole_tensor(tensor.sizes().vec())};
+  }
   const DTensor dtensor(tensor);
-  DTENSOR_CHECK(!dtensor.spec().has_partial(), "checkpoint::load: tensor \"", name,
-                "\": expected no Partial placement (load into Replicate and redistribute), found ",
-                placements_to_string(dtensor.placements()));
-  const LocalLayout& layout = dtensor.spec().local_layout();
-  DTENSOR_CHECK(layout.merged_leading_dims == 1, "checkpoint::load: tensor \"", name,
-                "\": Ragged placements merging ", layout.merged_leading_dims,
-                " dims are not supported yet");
-  return {name, tensor, dtensor.to_local(), layout.global_indices()};
+  const std::vector<PlacementPtr> read = saved_placements(dtensor.placements());
+  if (same_placements(read, dtensor.placements())) {
+    const LocalLayout& layout = dtensor.spec().local_layout();
+    return {name, tensor, dtensor.to_local(), nullptr, layout.local_shape, layout.global_indices()};
+  }
+  auto read_as = std::make_shared<const DTensorSpec>(dtensor.spec().with_placements(read));
+  const LocalLayout& layout = read_as->local_layout();
+  return {name, tensor, dtensor.to_local(), read_as, layout.local_shape, layout.global_indices()};
+}
+
+// What `target`'s local shard becomes from `staged` (read as target.read_as
+// says, when it says). Collective when it redistributes: every rank loads
+// the same tensors.
+at::Tensor laid_out_as_target(const Target& target, const at::Tensor& staged) {
+  if (!target.read_as) return staged;
+  const DTensor tensor(target.tensor);
+  return redistribute_any(DTensor(staged.to(tensor.mesh().device()), target.read_as),
+                          tensor.placements())
+      .to_local();
 }
 
 // Checks that `source` has `name` with `tensor`'s global shape and dtype.
@@ -617,9 +637,9 @@ std::vector<Read> plan_reads(const Target& target, const SavedTensor& record) {
     covered += count;
     reads.push_back(std::move(read));
   }
-  DTENSOR_CHECK(covered == target.local.numel(), "checkpoint::load: tensor \"", target.name,
+  DTENSOR_CHECK(covered == numel_of(target.read_shape), "checkpoint::load: tensor \"", target.name,
                 "\": the checkpoint's ", record.boxes.size(), " boxes hold ", covered, " of the ",
-                target.local.numel(),
+                numel_of(target.read_shape),
                 " elements this rank needs (expected boxes covering the tensor once)");
   return reads;
 }
@@ -673,7 +693,7 @@ void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
 // The new local data of `target`, read from the files.
 at::Tensor read_target(const Target& target, const SavedTensor& record,
                        const std::vector<Read>& reads, Readers& readers) {
-  at::Tensor staging = at::empty(target.local.sizes(), target.local.options().device(at::kCPU));
+  at::Tensor staging = at::empty(target.read_shape, target.local.options().device(at::kCPU));
   for (const Read& read : reads) {
     const SafetensorsReader& reader = readers.open(read.box->file);
     const SafetensorsEntry& entry = reader.entry(read.box->entry);
@@ -847,6 +867,7 @@ void load(std::map<std::string, at::Tensor>& state, const std::string& path) {
   if (failure) std::rethrow_exception(failure);
   DTENSOR_CHECK(failures == 0, "checkpoint::load: ", path, ": failed on ", failures,
                 " other rank(s); no tensor changed");
+  for (size_t i = 0; i < targets.size(); ++i) staged[i] = laid_out_as_target(targets[i], staged[i]);
   for (size_t i = 0; i < targets.size(); ++i) targets[i].local.copy_(staged[i]);
 }
 

@@ -137,7 +137,11 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
 // "weight_map" names). Each rank reads, with pread, exactly
 // the byte ranges its current local shard needs, whatever mesh and placements
 // wrote the checkpoint: Shard (uneven, empty), Replicate, StridedShard,
-// Ragged over one dim and user placements through their index lists.
+// Ragged over one dim and user placements through their index lists. A
+// Partial DTensor, or one Ragged over merged dims, reads the region its
+// Replicate form holds and takes its own layout from that locally, as
+// redistribute from Replicate does (a Partial(sum) shard is the whole value
+// on one rank of each Partial mesh dim and zeros on the others).
 //
 // Each rank reads for itself, into host buffers the size of its shards, and
 // changes its tensors only after every rank has read all it needs (one
@@ -147,8 +151,7 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
 // Checks first and throws dtensor::Error, leaving `state` untouched, for: a
 // path that does not exist, a corrupt or truncated file or index, a tensor
 // the checkpoint lacks, a global shape or dtype that differs, boxes that do
-// not cover a tensor. Loading into a Partial DTensor, or Ragged placements
-// merging several dims, is refused.
+// not cover a tensor.
 void load(std::map<std::string, at::Tensor>& state, const std::string& path);
 
 // One box of a saved tensor: the elements [offsets, offsets + sizes) of the

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -205,29 +206,75 @@ void expect_near(const at::Tensor& a, const at::Tensor& b) {
   EXPECT_LE((a - b).abs().max().item<double>(), 1e-12);
 }
 
+// The block on DTensors, as propagation runs it (the sequence gathered and
+// scattered by redistribute): what the typed version must equal.
+at::Tensor dtensor_block(const std::vector<DTensor>& in) {
+  return Block::forward(
+      in[0].tensor(), in[1].tensor(), in[2].tensor(), in[3].tensor(),
+      [](const at::Tensor& h) { return DTensor(h).redistribute(parse_placements("R")).tensor(); },
+      [](const at::Tensor& h) {
+        return DTensor(h).redistribute(parse_placements("S(0)")).tensor();
+      },
+      [](const at::Tensor& g) { return g; });
+}
+
+// The typed block's result and gradients (x, g, w1, w2), full, on `mesh`,
+// and the collectives its step ran.
+struct BlockRun {
+  std::vector<at::Tensor> values;  // y, then the gradients
+  std::map<std::string, int64_t, std::less<>> collectives;
+};
+
+BlockRun run_block(const Block& reference, const DeviceMesh& mesh, bool typed) {
+  const auto dist = [&](const at::Tensor& t, const char* placements) {
+    return distribute_tensor(t.detach().clone().requires_grad_(), mesh,
+                             parse_placements(placements));
+  };
+  const std::vector<DTensor> in = {dist(reference.x, "S(0)"), dist(reference.g, "R"),
+                                   dist(reference.w1, "S(1)"), dist(reference.w2, "S(0)")};
+  const at::Tensor target = distribute_tensor(reference.t, mesh, parse_placements("S(0)")).tensor();
+  BlockRun run;
+  {
+    CollectiveCounter counter;
+    const at::Tensor y = typed ? block_map(mesh, true)({in[0].tensor(), in[1].tensor(),
+                                                        in[2].tensor(), in[3].tensor()})[0]
+                               : dtensor_block(in);
+    (y * target).sum().backward();
+    run.collectives = counter.by_collective();
+    run.values.push_back(DTensor(y).full_tensor());
+  }
+  for (const DTensor& t : in) run.values.push_back(DTensor(t.tensor().grad()).full_tensor());
+  return run;
+}
+
 // The norm weight is Invariant: converted to Replicate before it meets the
 // rows, its gradient is a pending sum that the conversion's backward
-// all-reduces, so every rank holds the whole gradient.
-TEST(SpmdTypesTest, SequenceParallelBlockIsCheckedAndEqualsOneDevice) {
+// all-reduces, so every rank holds the whole gradient. The typed block
+// equals one device and the same block on DTensors, values and gradients,
+// with the same gathers and scatters.
+TEST(SpmdTypesTest, SequenceParallelBlockIsCheckedAndEqualsOneDeviceAndDTensors) {
   const Block reference = Block::one_device();
+  const std::vector<at::Tensor> expected = {reference.y.detach(), reference.x.grad(),
+                                            reference.g.grad(), reference.w1.grad(),
+                                            reference.w2.grad()};
   run_ranks(kRanks, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"tp"});
-    const auto dist = [&](const at::Tensor& t, const char* placements) {
-      return distribute_tensor(t.detach().clone().requires_grad_(), mesh,
-                               parse_placements(placements));
-    };
-    const DTensor x = dist(reference.x, "S(0)"), g = dist(reference.g, "R"),
-                  w1 = dist(reference.w1, "S(1)"), w2 = dist(reference.w2, "S(0)");
-    CollectiveCounter counter;
-    const DTensor y(block_map(mesh, true)({x.tensor(), g.tensor(), w1.tensor(), w2.tensor()})[0]);
-    expect_near(y.full_tensor(), reference.y.detach());
-    (y.tensor() * distribute_tensor(reference.t, mesh, parse_placements("S(0)")).tensor())
-        .sum()
-        .backward();
-    expect_near(DTensor(x.tensor().grad()).full_tensor(), reference.x.grad());
-    expect_near(DTensor(g.tensor().grad()).full_tensor(), reference.g.grad());
-    expect_near(DTensor(w1.tensor().grad()).full_tensor(), reference.w1.grad());
-    expect_near(DTensor(w2.tensor().grad()).full_tensor(), reference.w2.grad());
+    const BlockRun typed = run_block(reference, mesh, /*typed=*/true);
+    const BlockRun propagated = run_block(reference, mesh, /*typed=*/false);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      SCOPED_TRACE(i);
+      expect_near(typed.values[i], expected[i]);
+      expect_near(typed.values[i], propagated.values[i]);
+    }
+    // The same gathers and scatters; the typed block also all-reduces the
+    // weight's gradient in backward (the DTensor one leaves it a pending
+    // sum until read) and local_map gathers its output's row counts.
+    using Counts = std::map<std::string, int64_t, std::less<>>;
+    EXPECT_EQ(propagated.collectives, (Counts{{"all_gather_v", 2}, {"reduce_scatter_v", 2}}));
+    EXPECT_EQ(
+        typed.collectives,
+        (Counts{
+            {"all_gather", 1}, {"all_gather_v", 2}, {"all_reduce", 1}, {"reduce_scatter_v", 2}}));
   });
 }
 
