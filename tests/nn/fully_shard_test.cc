@@ -349,6 +349,22 @@ TEST(FullyShardTest, MixedPrecisionComputesInParamDtypeAndKeepsShardsInTheirs) {
   });
 }
 
+// Two SGD steps (lr 0.1) of `model` on data rank `data_rank`'s quarter of
+// the batch, every gradient and parameter compared with `ref`'s.
+void expect_sgd_steps_like(const Reference& ref, Stack& model, int64_t data_rank) {
+  constexpr int64_t kRows = 8;
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  const at::Tensor x = batch(kRows).chunk(4)[data_rank];
+  const at::Tensor y = target(kRows).chunk(4)[data_rank];
+  for (int64_t step = 0; step < 2; ++step) {
+    for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+    (model->forward(x) - y).pow(2).mean().backward();
+    expect_close(snapshot(model, true), ref.grads[step], "grad step " + std::to_string(step));
+    optimizer.step();
+    expect_close(snapshot(model, false), ref.params[step], "param step " + std::to_string(step));
+  }
+}
+
 TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
   constexpr int64_t kRows = 8;
   const Reference ref =
@@ -359,16 +375,7 @@ TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
     for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     fully_shard(*model, mesh);
     EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
-    torch::optim::SGD optimizer(model->parameters(), 0.1);
-    const at::Tensor x = batch(kRows).chunk(4)[rank];
-    const at::Tensor y = target(kRows).chunk(4)[rank];
-    for (int64_t step = 0; step < 2; ++step) {
-      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-      (model->forward(x) - y).pow(2).mean().backward();
-      expect_close(snapshot(model, true), ref.grads[step], "grad step " + std::to_string(step));
-      optimizer.step();
-      expect_close(snapshot(model, false), ref.params[step], "param step " + std::to_string(step));
-    }
+    expect_sgd_steps_like(ref, model, rank);
   });
 }
 
@@ -396,17 +403,7 @@ TEST(FullyShardTest, HsdpOverTensorParallelEqualsOneDevice) {
     EXPECT_EQ(placements_to_string(DTensor(block->down->weight).placements()), "R,S(0),S(1)");
     EXPECT_EQ(placements_to_string(DTensor(block->down->bias).placements()), "R,S(0),R");
     EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
-    torch::optim::SGD optimizer(model->parameters(), 0.1);
-    const int64_t data_rank = dp.coordinate()[0] * 2 + dp.coordinate()[1];
-    const at::Tensor x = batch(kRows).chunk(4)[data_rank];
-    const at::Tensor y = target(kRows).chunk(4)[data_rank];
-    for (int64_t step = 0; step < 2; ++step) {
-      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-      (model->forward(x) - y).pow(2).mean().backward();
-      expect_close(snapshot(model, true), ref.grads[step], "grad step " + std::to_string(step));
-      optimizer.step();
-      expect_close(snapshot(model, false), ref.params[step], "param step " + std::to_string(step));
-    }
+    expect_sgd_steps_like(ref, model, dp.coordinate()[0] * 2 + dp.coordinate()[1]);
   });
 }
 
