@@ -11,6 +11,9 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -27,7 +30,11 @@ constexpr c10::DispatchKey kTypeCheckKey = c10::DispatchKey::PrivateUse2;
 
 // Types by tensor. An entry holds its tensor weakly: the tensor's memory is
 // not reused while the entry lives, so a live tensor never finds a dead
-// one's types; dead entries are swept from time to time.
+// one's types; dead entries are swept from time to time. A tensor without an
+// entry of its own takes the types of the newest live typed tensor viewing
+// the same memory the same way (same storage, offset, sizes and strides):
+// what autograd makes anew around a result (x.detach(), a view's shallow
+// copy) keeps its types.
 class TypeTable {
  public:
   explicit TypeTable(DeviceMesh mesh) : mesh_(std::move(mesh)) {}
@@ -60,10 +67,18 @@ class TypeTable {
     WeakImpl impl;
     Types types;
   };
+  // Where a tensor's data starts: its storage and offset.
+  using Origin = std::pair<const void*, int64_t>;
   static constexpr size_t kSetsBetweenSweeps = 4096;
+
+  // The newest live entry viewing `x`'s memory as `x` does; null if none.
+  const Types* find_same_view(const at::Tensor& x) const;
+  void sweep();
 
   DeviceMesh mesh_;
   absl::flat_hash_map<const c10::TensorImpl*, Entry> entries_;
+  // Typed tensors by origin, oldest first.
+  absl::flat_hash_map<Origin, std::vector<const c10::TensorImpl*>> by_origin_;
   size_t sets_since_sweep_ = 0;
   int pauses_ = 0;
 };

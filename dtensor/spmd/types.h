@@ -41,9 +41,10 @@
 //
 // Checking covers the calling thread's ops on dense tensors while the scope
 // lives (forward code: call backward() after it ends; sparse and quantized
-// tensors pass unchecked). Types follow the tensors ops return: what
-// autograd makes anew around a result loses its type (x.detach() is
-// untyped), and a write through a view does not retype its base. It costs a
+// tensors pass unchecked). Types follow the tensors ops return, and what
+// autograd makes anew around one (x.detach()) keeps its types: a tensor
+// viewing the same memory the same way as a typed one has its types. A
+// write through a view does not retype its base. It costs a
 // table look-up per tensor argument of each op, and for ops on P inputs a
 // look-up of the op's strategies.
 #pragma once

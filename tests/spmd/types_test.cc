@@ -107,6 +107,20 @@ TEST(SpmdTypesTest, InPlaceOpsRetypeWhatTheyWrite) {
   });
 }
 
+// What autograd makes anew around a typed tensor (detach's shallow copy)
+// views the same memory the same way and keeps its types, so a pending sum
+// stays checked.
+TEST(SpmdTypesTest, DetachedTensorsKeepTheirTypes) {
+  in_scope([](const DeviceMesh&) {
+    const at::Tensor p = typed({2, 2}, P);
+    EXPECT_EQ(types_of(p.detach()), only(P));
+    DTENSOR_EXPECT_ERROR(at::tanh(p.detach()), "the op is not linear in it");
+    const at::Tensor v = typed({2, 2}, V).requires_grad_();
+    EXPECT_EQ(types_of(v.detach().t()), only(V));
+    EXPECT_EQ(types_of(at::ones({2, 2}, at::kDouble)), std::nullopt);
+  });
+}
+
 TEST(SpmdTypesTest, CollectivesCheckTheirInputAndTypeTheirResult) {
   in_scope([](const DeviceMesh& mesh) {
     EXPECT_EQ(types_of(all_reduce(typed({4}, P), mesh, "tp", ReplicatedType::kReplicate)), only(R));
