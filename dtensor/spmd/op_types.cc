@@ -196,6 +196,61 @@ void type_outputs(TypeTable& table, c10::ArrayRef<c10::IValue> returned,
   }
 }
 
+// The return of `op` that aliases argument `a` and writes it, if any.
+std::optional<size_t> written_return(const c10::OperatorHandle& op, size_t a) {
+  const c10::AliasInfo* written = op.schema().arguments()[a].alias_info();
+  if (written == nullptr || !written->isWrite()) return std::nullopt;
+  const std::vector<c10::Argument>& returns = op.schema().returns();
+  for (size_t j = 0; j < returns.size(); ++j) {
+    const c10::AliasInfo* alias = returns[j].alias_info();
+    if (alias != nullptr && alias->beforeSets() == written->beforeSets()) return j;
+  }
+  return std::nullopt;
+}
+
+// `base`'s types once `written` (into a view of it) is written there: R
+// meeting V is V (replicated values are a case of varying ones). The mixing
+// rules let a write change a view's type from R to V only; any other mix
+// would leave one tensor of two types and is refused.
+Types base_types_after_write(const std::string& op, const TypeTable& table, const Types& base,
+                             const Types& written) {
+  Types joined = base;
+  for (size_t m = 0; m < base.size(); ++m) {
+    if (base[m] == written[m]) continue;
+    const bool varying = (base[m] == Type::kReplicate && written[m] == Type::kVarying) ||
+                         (base[m] == Type::kVarying && written[m] == Type::kReplicate);
+    DTENSOR_CHECK(varying, op, " over mesh dim \"", table.mesh().dim_names()[m], "\": writes ",
+                  type_name(written[m]), " into a view of a ", type_name(base[m]),
+                  " tensor, which would hold two types; expected the view's base to have the ",
+                  "written type (write into a tensor of its own, or convert the base first)");
+    joined[m] = Type::kVarying;
+  }
+  return joined;
+}
+
+// The bases of the views `op` writes, with the types they take (see
+// base_types_after_write); throws before anything is written when a base
+// cannot take them.
+std::vector<std::pair<at::Tensor, Types>> retyped_bases(const c10::OperatorHandle& op,
+                                                        c10::ArrayRef<c10::IValue> arguments,
+                                                        const std::vector<Types>& types,
+                                                        const TypeTable& table) {
+  std::vector<std::pair<at::Tensor, Types>> bases;
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    const std::optional<size_t> j = written_return(op, a);
+    if (!j.has_value() || !arguments[a].isTensor()) continue;
+    const at::Tensor& view = arguments[a].toTensor();
+    if (!view.defined() || !view.is_view()) continue;
+    const at::Tensor base(view._base());
+    const Types* before = table.find(base);
+    if (before == nullptr) continue;
+    Types after =
+        base_types_after_write(op_name_string(op.operator_name()), table, *before, types[*j]);
+    if (after != *before) bases.emplace_back(base, std::move(after));
+  }
+  return bases;
+}
+
 // The dispatch below the type-check key. An op with no other backend (one
 // whose arguments hold no tensor) runs on the CPU, as it would outside a scope.
 c10::DispatchKeySet below(c10::DispatchKeySet keys) {
@@ -214,19 +269,24 @@ void type_check_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   }
   const size_t num_arguments = op.schema().arguments().size();
   std::optional<std::vector<Types>> types;
+  std::vector<std::pair<at::Tensor, Types>> bases;
   {
     // The checker's own ops (a strategy's), and those the op runs inside,
     // are not the user's: they pass through.
     const TypeTable::Pause pause(*table);
-    const OpTyping typing(
-        op, c10::ArrayRef<c10::IValue>(&*(stack->end() - num_arguments), num_arguments), *table);
-    if (typing.typed()) types = typing.output_types();
+    const c10::ArrayRef<c10::IValue> arguments(&*(stack->end() - num_arguments), num_arguments);
+    const OpTyping typing(op, arguments, *table);
+    if (typing.typed()) {
+      types = typing.output_types();
+      bases = retyped_bases(op, arguments, *types, *table);
+    }
     op.redispatchBoxed(below(keys), stack);
   }
   const size_t returns = op.schema().returns().size();
   if (types && returns > 0) {
     type_outputs(*table, c10::ArrayRef<c10::IValue>(&*(stack->end() - returns), returns), *types);
   }
+  for (auto& [base, retyped] : bases) table->set(base, std::move(retyped));
 }
 
 const bool registered = [] {

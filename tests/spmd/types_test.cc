@@ -121,6 +121,22 @@ TEST(SpmdTypesTest, DetachedTensorsKeepTheirTypes) {
   });
 }
 
+// A write through a view retypes its base: R meeting V is V. A pending sum
+// written into a view of a replicated tensor is refused (by the mixing
+// rules) before anything is written.
+TEST(SpmdTypesTest, WritesThroughViewsRetypeTheirBase) {
+  in_scope([](const DeviceMesh&) {
+    const at::Tensor base = typed({2, 2}, R);
+    base.select(0, 1).copy_(typed({2}, V));
+    EXPECT_EQ(types_of(base), only(V));
+    const at::Tensor replicated = typed({2, 2}, R);
+    DTENSOR_EXPECT_ERROR(replicated.select(0, 0).copy_(typed({2}, P) * 2),
+                         "aten::copy_ over mesh dim \"tp\" (input types: R, P)");
+    EXPECT_TRUE(at::equal(replicated, at::ones({2, 2}, at::kDouble)));
+    EXPECT_EQ(types_of(replicated), only(R));
+  });
+}
+
 TEST(SpmdTypesTest, CollectivesCheckTheirInputAndTypeTheirResult) {
   in_scope([](const DeviceMesh& mesh) {
     EXPECT_EQ(types_of(all_reduce(typed({4}, P), mesh, "tp", ReplicatedType::kReplicate)), only(R));
