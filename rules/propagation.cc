@@ -214,6 +214,7 @@ class Engine {
                     ": a row of mesh dim ", m, " assumes mesh dim ", kept,
                     " kept; expected another mesh dim of the ", call_.mesh().ndim());
     }
+    check_kernel_sized_dims_kept(row);
     if (!updates_layout_in_place() && !keeps_written_arguments(m, row)) return;
     CandidateRow candidate{std::move(row), 0};
     for (size_t i = 0; i < call_.num_inputs(); ++i) {
@@ -369,7 +370,6 @@ class Engine {
           std::vector<PlacementPtr> placements;
           for (const CandidateRow* row : choice.rows) placements.push_back(row->row.outputs[j]);
           const auto& shape = shapes_[ret.first_output + k];
-          check_kernel_sized_dims_kept(shape, placements, ret.first_output + k);
           result->output_placements.push_back(normalize_placements(
               placements, static_cast<int64_t>(shape.size()), call_.mesh().shape()));
         }
@@ -386,22 +386,25 @@ class Engine {
     return result;
   }
 
-  // A dim only the local kernel sizes cannot be split: its global length
-  // would be unknown.
-  void check_kernel_sized_dims_kept(const std::vector<int64_t>& shape,
-                                    const std::vector<PlacementPtr>& placements,
-                                    size_t output) const {
-    const bool whole = shape == std::vector<int64_t>{kSizedByKernel};
-    for (const PlacementPtr& p : placements) {
-      const std::optional<int64_t> dim = p->split_dim();
-      const bool kept = whole ? p->is_replicate()
-                              : !dim.has_value() || *dim < 0 ||
-                                    *dim >= static_cast<int64_t>(shape.size()) ||
-                                    shape[*dim] != kSizedByKernel;
-      DTENSOR_CHECK(kept, name_, ": output ", output, " has a dim the local kernel sizes (shape [",
-                    absl::StrJoin(shape, ", "), "], -1 = sized by the kernel) that a row places ",
-                    p->to_string(), "; expected ", whole ? "Replicate" : "that dim unsplit",
-                    " (a wrong sharding rule)");
+  // Dims only the local kernel sizes cannot be split: their global length
+  // would be unknown. A rule that splits one is wrong, not unfit: raised,
+  // never passed over for another row.
+  void check_kernel_sized_dims_kept(const ShardingRow& row) const {
+    for (const ReturnLayout& ret : returns_) {
+      const PlacementPtr& p = row.outputs[&ret - returns_.data()];
+      for (size_t k = 0; k < ret.count && p != nullptr; ++k) {
+        const std::vector<int64_t>& shape = shapes_[ret.first_output + k];
+        if (shape.empty() || shape.back() != kSizedByKernel) continue;
+        const std::optional<int64_t> dim = p->split_dim();
+        const bool kept =
+            p->is_replicate() || p->is_partial() ||
+            (dim.has_value() && *dim >= 0 && *dim < static_cast<int64_t>(shape.size()) - 1);
+        DTENSOR_CHECK(kept, name_, ": output ", ret.first_output + k, " of shape [",
+                      absl::StrJoin(shape, ", "),
+                      "] (-1: the local kernel sizes that dim and any after it) is placed ",
+                      p->to_string(), " by a row; expected Replicate, Partial or a split of one ",
+                      "of its leading ", shape.size() - 1, " dims (a wrong sharding rule)");
+      }
     }
   }
 
@@ -434,21 +437,20 @@ class Engine {
 namespace {
 
 bool has_kernel_sized_dims(const std::vector<int64_t>& shape) {
-  return std::find(shape.begin(), shape.end(), kSizedByKernel) != shape.end();
+  return !shape.empty() && shape.back() == kSizedByKernel;
 }
 
-// `shape` with its kSizedByKernel dims as long as `local`'s.
+// `shape` with its kernel-sized tail (kSizedByKernel) replaced by the dims
+// of `local` from there on.
 std::vector<int64_t> sized_by_kernel(const std::vector<int64_t>& shape, c10::IntArrayRef local,
                                      size_t k) {
-  if (shape == std::vector<int64_t>{kSizedByKernel}) return local.vec();
-  DTENSOR_CHECK(local.size() == shape.size(), "output ", k, ": expected a local result of rank ",
-                shape.size(), " (shape [", absl::StrJoin(shape, ", "),
-                "], -1 = sized by the kernel), found shape [", absl::StrJoin(local, ", "),
+  const size_t leading = shape.size() - 1;
+  DTENSOR_CHECK(local.size() >= leading, "output ", k, ": expected a local result of rank ",
+                leading, " or more (shape [", absl::StrJoin(shape, ", "),
+                "], -1: sized by the kernel), found shape [", absl::StrJoin(local, ", "),
                 "] (a wrong sharding rule?)");
-  std::vector<int64_t> sized = shape;
-  for (size_t d = 0; d < sized.size(); ++d) {
-    if (sized[d] == kSizedByKernel) sized[d] = local[d];
-  }
+  std::vector<int64_t> sized(shape.begin(), shape.end() - 1);
+  sized.insert(sized.end(), local.begin() + static_cast<std::ptrdiff_t>(leading), local.end());
   return sized;
 }
 
@@ -456,7 +458,7 @@ std::vector<int64_t> sized_by_kernel(const std::vector<int64_t>& shape, c10::Int
 
 const DTensorSpecPtr& Propagation::output_spec(size_t k, c10::ScalarType dtype,
                                                const DeviceMesh& mesh,
-                                               c10::IntArrayRef local_sizes) const {
+                                               std::optional<c10::IntArrayRef> local_sizes) const {
   if (output_specs.size() != output_shapes.size()) output_specs.resize(output_shapes.size());
   DTensorSpecPtr& spec = output_specs[k];
   if (!has_kernel_sized_dims(output_shapes[k])) {
@@ -466,7 +468,9 @@ const DTensorSpecPtr& Propagation::output_spec(size_t k, c10::ScalarType dtype,
     }
     return spec;
   }
-  std::vector<int64_t> shape = sized_by_kernel(output_shapes[k], local_sizes, k);
+  DTENSOR_CHECK(local_sizes.has_value(), "output ", k,
+                " is sized by its kernel: expected the local result's sizes");
+  std::vector<int64_t> shape = sized_by_kernel(output_shapes[k], *local_sizes, k);
   if (spec == nullptr || spec->dtype() != dtype || spec->shape() != shape) {
     spec = std::make_shared<const DTensorSpec>(mesh, output_placements[k], std::move(shape), dtype);
   }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <dtensor/rules/decomposition.h>
@@ -70,8 +71,9 @@ struct Propagation {
   // Output `k`'s spec on `mesh` for a local result of `dtype` and
   // `local_sizes` (which size its kSizedByKernel dims; only those outputs
   // need them), made once and kept.
-  const DTensorSpecPtr& output_spec(size_t k, c10::ScalarType dtype, const DeviceMesh& mesh,
-                                    c10::IntArrayRef local_sizes = {}) const;
+  const DTensorSpecPtr& output_spec(
+      size_t k, c10::ScalarType dtype, const DeviceMesh& mesh,
+      std::optional<c10::IntArrayRef> local_sizes = std::nullopt) const;
 };
 
 // Decides the layout of `call`. Throws dtensor::Error naming the op and the

@@ -50,11 +50,11 @@ struct ShardingRow {
 };
 
 // Global shape of every output tensor (Tensor[] returns element by element).
-// A dim of kSizedByKernel is as long as the local result's (the rows never
-// split it): a fused kernel's padded bookkeeping whose length varies between
-// libtorch versions. A whole shape of {kSizedByKernel} is the local result's
-// shape, of any rank, and every row must place that output Replicate (a
-// kernel's random state).
+// A shape may end in kSizedByKernel: that dim, and any after it the local
+// result has, are as long as the local result's, and no row may split them
+// (a fused kernel's bookkeeping: a padded log-sum-exp, random-number state,
+// whose shapes vary between libtorch versions). {kSizedByKernel} alone is
+// the local result's whole shape: every row places it Replicate or Partial.
 inline constexpr int64_t kSizedByKernel = -1;
 using OutputShapesFn = std::function<std::vector<std::vector<int64_t>>(const OpCall&)>;
 

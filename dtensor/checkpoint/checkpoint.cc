@@ -547,8 +547,9 @@ Source read_source(const std::string& path) {
 
 // One tensor to fill: its local shard, and what is read for it. A layout
 // that does not hold plain boxes of the tensor (Partial, Ragged merging
-// dims) is read as it would be saved (saved_placements) and laid out from
-// there locally (no communication: from Replicate).
+// dims) is read as it would be saved (saved_placements: its Replicate form,
+// a whole region on every rank of those mesh dims) and laid out from there
+// locally.
 struct Target {
   std::string name;
   at::Tensor tensor;
@@ -577,8 +578,7 @@ Target target_of(const std::string& name, const at::Tensor& tensor) {
 }
 
 // What `target`'s local shard becomes from `staged` (read as target.read_as
-// says, when it says). Collective when it redistributes: every rank loads
-// the same tensors.
+// says, when it says): from Replicate, so with no communication.
 at::Tensor laid_out_as_target(const Target& target, const at::Tensor& staged) {
   if (!target.read_as) return staged;
   const DTensor tensor(target.tensor);
@@ -859,6 +859,7 @@ void load(std::map<std::string, at::Tensor>& state, const std::string& path) {
   try {
     for (const auto& [name, tensor] : state) targets.push_back(target_of(name, tensor));
     staged = read_state(targets, path);
+    for (size_t i = 0; i < targets.size(); ++i) staged[i] = laid_out_as_target(targets[i], staged[i]);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -867,7 +868,6 @@ void load(std::map<std::string, at::Tensor>& state, const std::string& path) {
   if (failure) std::rethrow_exception(failure);
   DTENSOR_CHECK(failures == 0, "checkpoint::load: ", path, ": failed on ", failures,
                 " other rank(s); no tensor changed");
-  for (size_t i = 0; i < targets.size(); ++i) staged[i] = laid_out_as_target(targets[i], staged[i]);
   for (size_t i = 0; i < targets.size(); ++i) targets[i].local.copy_(staged[i]);
 }
 

@@ -208,47 +208,22 @@ std::optional<size_t> written_return(const c10::OperatorHandle& op, size_t a) {
   return std::nullopt;
 }
 
-// `base`'s types once `written` (into a view of it) is written there: R
-// meeting V is V (replicated values are a case of varying ones). The mixing
-// rules let a write change a view's type from R to V only; any other mix
-// would leave one tensor of two types and is refused.
-Types base_types_after_write(const std::string& op, const TypeTable& table, const Types& base,
-                             const Types& written) {
-  Types joined = base;
-  for (size_t m = 0; m < base.size(); ++m) {
-    if (base[m] == written[m]) continue;
-    const bool varying = (base[m] == Type::kReplicate && written[m] == Type::kVarying) ||
-                         (base[m] == Type::kVarying && written[m] == Type::kReplicate);
-    DTENSOR_CHECK(varying, op, " over mesh dim \"", table.mesh().dim_names()[m], "\": writes ",
-                  type_name(written[m]), " into a view of a ", type_name(base[m]),
-                  " tensor, which would hold two types; expected the view's base to have the ",
-                  "written type (write into a tensor of its own, or convert the base first)");
-    joined[m] = Type::kVarying;
-  }
-  return joined;
-}
-
-// The bases of the views `op` writes, with the types they take (see
-// base_types_after_write); throws before anything is written when a base
-// cannot take them.
-std::vector<std::pair<at::Tensor, Types>> retyped_bases(const c10::OperatorHandle& op,
-                                                        c10::ArrayRef<c10::IValue> arguments,
-                                                        const std::vector<Types>& types,
-                                                        const TypeTable& table) {
-  std::vector<std::pair<at::Tensor, Types>> bases;
+// How the typed tensors sharing memory with what `op` writes are retyped
+// (TypeTable::retype_after_write); throws before anything is written when
+// one cannot take the written types.
+std::vector<TypeTable::Retype> retypes_of_writes(const c10::OperatorHandle& op,
+                                                 c10::ArrayRef<c10::IValue> arguments,
+                                                 const std::vector<Types>& types,
+                                                 const TypeTable& table) {
+  std::vector<TypeTable::Retype> retypes;
   for (size_t a = 0; a < arguments.size(); ++a) {
     const std::optional<size_t> j = written_return(op, a);
-    if (!j.has_value() || !arguments[a].isTensor()) continue;
-    const at::Tensor& view = arguments[a].toTensor();
-    if (!view.defined() || !view.is_view()) continue;
-    const at::Tensor base(view._base());
-    const Types* before = table.find(base);
-    if (before == nullptr) continue;
-    Types after =
-        base_types_after_write(op_name_string(op.operator_name()), table, *before, types[*j]);
-    if (after != *before) bases.emplace_back(base, std::move(after));
+    if (!j.has_value() || !arguments[a].isTensor() || !arguments[a].toTensor().defined()) continue;
+    std::vector<TypeTable::Retype> more = table.retype_after_write(
+        op_name_string(op.operator_name()), arguments[a].toTensor(), types[*j]);
+    retypes.insert(retypes.end(), more.begin(), more.end());
   }
-  return bases;
+  return retypes;
 }
 
 // The dispatch below the type-check key. An op with no other backend (one
@@ -269,7 +244,7 @@ void type_check_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   }
   const size_t num_arguments = op.schema().arguments().size();
   std::optional<std::vector<Types>> types;
-  std::vector<std::pair<at::Tensor, Types>> bases;
+  std::vector<TypeTable::Retype> retypes;
   {
     // The checker's own ops (a strategy's), and those the op runs inside,
     // are not the user's: they pass through.
@@ -278,7 +253,7 @@ void type_check_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     const OpTyping typing(op, arguments, *table);
     if (typing.typed()) {
       types = typing.output_types();
-      bases = retyped_bases(op, arguments, *types, *table);
+      retypes = retypes_of_writes(op, arguments, *types, *table);
     }
     op.redispatchBoxed(below(keys), stack);
   }
@@ -286,7 +261,7 @@ void type_check_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (types && returns > 0) {
     type_outputs(*table, c10::ArrayRef<c10::IValue>(&*(stack->end() - returns), returns), *types);
   }
-  for (auto& [base, retyped] : bases) table->set(base, std::move(retyped));
+  table->apply(retypes);
 }
 
 const bool registered = [] {

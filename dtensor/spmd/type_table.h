@@ -12,7 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -34,7 +34,8 @@ constexpr c10::DispatchKey kTypeCheckKey = c10::DispatchKey::PrivateUse2;
 // entry of its own takes the types of the newest live typed tensor viewing
 // the same memory the same way (same storage, offset, sizes and strides):
 // what autograd makes anew around a result (x.detach(), a view's shallow
-// copy) keeps its types.
+// copy) keeps its types. A write retypes every typed tensor whose memory
+// overlaps what it writes (see retype_after_write).
 class TypeTable {
  public:
   explicit TypeTable(DeviceMesh mesh) : mesh_(std::move(mesh)) {}
@@ -44,6 +45,20 @@ class TypeTable {
   void set(const at::Tensor& x, Types types);
   // Null when `x` is untyped (or undefined).
   const Types* find(const at::Tensor& x) const;
+
+  // The other typed tensors whose memory overlaps `written`'s, with the
+  // types they take once `types` is written there: R meeting V is V
+  // (replicated values are a case of varying ones). Throws, naming `op`,
+  // for any other mix (a pending sum or an invariant written over memory of
+  // another type would leave one tensor of two types). Nothing changes
+  // until `apply` is called with the result, after the write.
+  struct Retype {
+    const c10::TensorImpl* impl;
+    Types types;
+  };
+  std::vector<Retype> retype_after_write(const std::string& op, const at::Tensor& written,
+                                         const Types& types) const;
+  void apply(const std::vector<Retype>& retypes);
 
   // Whether ops are checked now (not inside a Pause).
   bool checking() const { return pauses_ == 0; }
@@ -67,18 +82,17 @@ class TypeTable {
     WeakImpl impl;
     Types types;
   };
-  // Where a tensor's data starts: its storage and offset.
-  using Origin = std::pair<const void*, int64_t>;
   static constexpr size_t kSetsBetweenSweeps = 4096;
 
-  // The newest live entry viewing `x`'s memory as `x` does; null if none.
-  const Types* find_same_view(const at::Tensor& x) const;
+  // The live typed tensors on `x`'s storage, newest first (none for a
+  // tensor without strided storage).
+  std::vector<const c10::TensorImpl*> live_on_storage_of(const c10::TensorImpl& x) const;
   void sweep();
 
   DeviceMesh mesh_;
   absl::flat_hash_map<const c10::TensorImpl*, Entry> entries_;
-  // Typed tensors by origin, oldest first.
-  absl::flat_hash_map<Origin, std::vector<const c10::TensorImpl*>> by_origin_;
+  // Typed tensors by storage, oldest first.
+  absl::flat_hash_map<const c10::StorageImpl*, std::vector<const c10::TensorImpl*>> by_storage_;
   size_t sets_since_sweep_ = 0;
   int pauses_ = 0;
 };

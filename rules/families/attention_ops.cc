@@ -13,12 +13,14 @@
 // replicated; one with that dim is split with the others.
 //
 // The kernels also return bookkeeping (random-number state, cumulative
-// sequence lengths, a debug mask; the CUDA log-sum-exp is padded) whose
-// shapes differ between libtorch versions and backends: those dims and
-// outputs are sized by the kernel (kSizedByKernel) and never split, the
-// bookkeeping replicated. That holds only without dropout (each rank would
-// draw its own mask), without a debug mask and without a bias gradient;
-// otherwise the kernels run on replicated inputs. libtorch 1.13's
+// sequence lengths, a debug mask) and a log-sum-exp whose shapes differ
+// between kernels and libtorch versions (padded by the memory-efficient
+// kernel, with a trailing dim by cuDNN's): those dims and outputs are sized
+// by the kernel (kSizedByKernel) and never split, the bookkeeping
+// replicated. Splitting holds only without a debug mask and without a bias
+// gradient; otherwise the kernels run on replicated inputs. Dropout is
+// refused: each rank's kernel would draw its own mask, so even a replicated
+// result would differ between ranks. libtorch 1.13's
 // at::_scaled_dot_product_attention decomposes into ops with their own rules
 // instead.
 #include <ATen/ATen.h>
@@ -88,29 +90,38 @@ bool flag_set(const OpCall& call, const char* name, size_t element = 0) {
 
 // Whether each rank may compute its pairs alone (see the file comment).
 bool splittable(const OpCall& call) {
-  return call.argument("dropout_p").toDouble() == 0 && !flag_set(call, "return_debug_mask") &&
-         !flag_set(call, "grad_input_mask", 3);
+  return !flag_set(call, "return_debug_mask") && !flag_set(call, "grad_input_mask", 3);
+}
+
+void check_no_dropout(const OpCall& call) {
+  const double dropout = call.argument("dropout_p").toDouble();
+  DTENSOR_CHECK(dropout == 0, call.op_name(), ": dropout_p = ", dropout,
+                " on DTensors; expected 0: each rank's fused kernel would draw its own dropout ",
+                "mask, so even a replicated result would differ between ranks. Use the math ",
+                "attention (at::_scaled_dot_product_attention_math, whose dropout draws one ",
+                "mask for the whole DTensor) or dropout_p = 0");
 }
 
 // Whether every paired input has the query's length along `dim`: grouped
 // key/value heads (fewer than the query's) would pair query heads with
 // another rank's key/value heads.
 bool pairs_align(const OpCall& call, int64_t dim) {
-  const std::vector<int64_t>* query = nullptr;
+  const std::vector<int64_t>* first = nullptr;
   for (size_t i = 0; i < call.num_inputs(); ++i) {
     if (role_of_input(call, i) != AttentionRole::kPaired) continue;
     const std::vector<int64_t>& shape = call.input(i).spec->shape();
     if (shape.size() < 3) return false;
-    if (query == nullptr) query = &shape;
-    if (shape[dim] != (*query)[dim]) return false;
+    if (first == nullptr) first = &shape;
+    if (shape[dim] != (*first)[dim]) return false;
   }
-  return query != nullptr;
+  return first != nullptr;
 }
 
 // One row per pair dim (batch, heads): paired inputs and the leading outputs
 // split on it, a mask split or replicated as it broadcasts, bookkeeping
 // replicated.
 std::vector<ShardingRow> attention_rows(const OpCall& call, const FusedAttention& fused) {
+  check_no_dropout(call);
   std::vector<ShardingRow> rows;
   if (!splittable(call)) return rows;
   for (const int64_t dim : {0, 1}) {

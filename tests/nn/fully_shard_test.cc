@@ -380,31 +380,44 @@ TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
 }
 
 // HSDP over tensor parallelism on 8 ranks, a (replicate 2, shard 2, tp 2)
-// mesh: each block's MLP split colwise / rowwise over "tp", then every group
-// sharded over ("replicate", "shard"). Parameters are laid out tp piece
+// mesh (tp last, or between replicate and shard): each block's MLP split colwise / rowwise over
+// "tp", then every group sharded over ("replicate", "shard"). Parameters are laid out tp piece
 // first, then its shard piece; every gradient and parameter equals one
 // device's trained on the whole batch (each data rank feeds its quarter).
 TEST(FullyShardTest, HsdpOverTensorParallelEqualsOneDevice) {
   constexpr int64_t kRows = 8;
   const Reference ref =
       train_one_device<torch::optim::SGD>(2, kRows, torch::optim::SGDOptions(0.1));
-  run_ranks(8, [&](int) {
-    const DeviceMesh mesh = init_device_mesh("local", {2, 2, 2}, {"replicate", "shard", "tp"});
-    const DeviceMesh dp = mesh[{"replicate", "shard"}];
-    Stack model = make_stack(2);
-    for (StackBlock& block : model->layers) {
-      parallelize_module(*block, mesh["tp"],
-                         {{"up", ColwiseParallel()}, {"down", RowwiseParallel()}});
-      fully_shard(*block, dp);
-    }
-    fully_shard(*model, dp);
-    const StackBlock& block = model->layers[0];
-    EXPECT_EQ(placements_to_string(DTensor(block->up->weight).placements()), "R,SS(0,2),S(0)");
-    EXPECT_EQ(placements_to_string(DTensor(block->down->weight).placements()), "R,S(0),S(1)");
-    EXPECT_EQ(placements_to_string(DTensor(block->down->bias).placements()), "R,S(0),R");
-    EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
-    expect_sgd_steps_like(ref, model, dp.coordinate()[0] * 2 + dp.coordinate()[1]);
-  });
+  // Mesh dim names in the root's order, and the layouts of up.weight (tp
+  // Shard(0)), down.weight (tp Shard(1)) and down.bias (tp Replicate).
+  struct Case {
+    std::vector<std::string> names;
+    const char* up;
+    const char* down;
+    const char* bias;
+  };
+  for (const Case& c :
+       {Case{{"replicate", "shard", "tp"}, "R,SS(0,2),S(0)", "R,S(0),S(1)", "R,S(0),R"},
+        Case{{"replicate", "tp", "shard"}, "R,S(0),S(0)", "R,S(1),S(0)", "R,R,S(0)"}}) {
+    SCOPED_TRACE(c.up);
+    run_ranks(8, [&](int) {
+      const DeviceMesh mesh = init_device_mesh("local", {2, 2, 2}, c.names);
+      const DeviceMesh dp = mesh[{"replicate", "shard"}];
+      Stack model = make_stack(2);
+      for (StackBlock& block : model->layers) {
+        parallelize_module(*block, mesh["tp"],
+                           {{"up", ColwiseParallel()}, {"down", RowwiseParallel()}});
+        fully_shard(*block, dp);
+      }
+      fully_shard(*model, dp);
+      const StackBlock& block = model->layers[0];
+      EXPECT_EQ(placements_to_string(DTensor(block->up->weight).placements()), c.up);
+      EXPECT_EQ(placements_to_string(DTensor(block->down->weight).placements()), c.down);
+      EXPECT_EQ(placements_to_string(DTensor(block->down->bias).placements()), c.bias);
+      EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
+      expect_sgd_steps_like(ref, model, dp.coordinate()[0] * 2 + dp.coordinate()[1]);
+    });
+  }
 }
 
 TEST(FullyShardTest, BadInputIsRefusedOnEveryRank) {

@@ -27,6 +27,7 @@
 #include <dtensor/redistribute/collective_counter.h>
 #include "tests/rules/rules_test_util.h"
 #include "tests/support/call_op.h"
+#include "tests/support/expect_error.h"
 
 namespace dtensor {
 namespace {
@@ -85,6 +86,19 @@ c10::IValue bookkeeping(const std::string& name, const at::Tensor& q, const at::
 
 int64_t padded_to_32(int64_t n) { return (n + 31) / 32 * 32; }
 
+// The log-sum-exp as the CUDA kernels return it: cuDNN's with a trailing
+// dim of one, the others' rows padded to 32.
+at::Tensor kernel_log_sumexp(const c10::OperatorHandle& op, const at::Tensor& lse) {
+  if (op.schema().name().find("cudnn") != std::string::npos) return lse.unsqueeze(-1);
+  const int64_t rows = lse.size(-1);
+  return at::constant_pad_nd(lse, {0, padded_to_32(rows) - rows});
+}
+
+// The stand-ins' inverse of kernel_log_sumexp: [.., seq_q].
+at::Tensor plain_log_sumexp(const at::Tensor& lse, int64_t seq_q) {
+  return lse.dim() == 4 ? lse.squeeze(-1) : lse.narrow(-1, 0, seq_q);
+}
+
 void fake_forward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor q = argument_named(op, *stack, "query").toTensor();
   const at::Tensor k = argument_named(op, *stack, "key").toTensor();
@@ -97,7 +111,7 @@ void fake_forward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (ret.name() == "output") {
       stack->push_back(out);
     } else if (ret.name() == "logsumexp" || ret.name() == "log_sumexp") {
-      stack->push_back(at::constant_pad_nd(lse, {0, padded_to_32(q.size(-2)) - q.size(-2)}));
+      stack->push_back(kernel_log_sumexp(op, lse));
     } else {
       stack->push_back(bookkeeping(ret.name(), q, k));
     }
@@ -113,7 +127,7 @@ void fake_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor v = argument_named(op, *stack, "value").toTensor();
   const at::Tensor out = argument_named(op, *stack, "out").toTensor();
   const at::Tensor lse =
-      argument_named(op, *stack, "logsumexp").toTensor().narrow(-1, 0, q.size(-2));
+      plain_log_sumexp(argument_named(op, *stack, "logsumexp").toTensor(), q.size(-2));
   const c10::IValue& scale_argument = argument_named(op, *stack, "scale");
   const double scale =
       scale_argument.isNone() ? 1 / std::sqrt(double(q.size(-1))) : scale_argument.toDouble();
@@ -209,27 +223,46 @@ void expect_like_one_device(
 const std::vector<std::pair<int64_t, Layout>> kLayouts = {
     {4, {{4}, "S(1)"}}, {3, {{4}, "S(1)"}}, {4, {{2, 2}, "S(0),S(1)"}}, {2, {{4}, "S(0)"}}};
 
-TEST(FusedAttentionTest, CpuFlashAttentionSplitsByBatchAndHeads) {
-  if (!op_exists("aten::_scaled_dot_product_flash_attention_for_cpu")) {
-    GTEST_SKIP() << "this libtorch has no CPU flash attention";
-  }
-  for (const auto& [heads, layout] : kLayouts) {
-    SCOPED_TRACE(std::to_string(heads) + " heads, " + layout.placements);
-    expect_like_one_device(heads, at::kFloat, layout,
-                           [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-                             torch::jit::Stack out = *call_op(
-                                 "aten::scaled_dot_product_attention",
-                                 {{"query", q}, {"key", k}, {"value", v}, {"is_causal", true}});
-                             return out;
-                           });
-  }
-}
-
 // `t` replicated on `like`'s mesh.
 at::Tensor replicated_like(const at::Tensor& t, const at::Tensor& like) {
   const DeviceMesh mesh = DTensor(like).mesh();
   return distribute_tensor(t, mesh, std::vector<PlacementPtr>(mesh.ndim(), Replicate::make()))
       .tensor();
+}
+
+// Through at::scaled_dot_product_attention (which picks CPU flash attention
+// for float32), and the kernel itself with an additive causal mask that
+// broadcasts over batch and heads ([seq, seq]: replicated) and one that
+// does not ([batch, heads, seq, seq]: split with the pairs).
+TEST(FusedAttentionTest, CpuFlashAttentionSplitsByBatchAndHeads) {
+  const char* kernel = "aten::_scaled_dot_product_flash_attention_for_cpu";
+  if (!op_exists(kernel)) GTEST_SKIP() << "this libtorch has no CPU flash attention";
+  const at::Tensor causal = at::full({kSeq, kSeq}, -1e9, at::kFloat).triu(1);
+  for (const auto& [heads, layout] : kLayouts) {
+    SCOPED_TRACE(std::to_string(heads) + " heads, " + layout.placements);
+    expect_like_one_device(heads, at::kFloat, layout,
+                           [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+                             return *call_op(
+                                 "aten::scaled_dot_product_attention",
+                                 {{"query", q}, {"key", k}, {"value", v}, {"is_causal", true}});
+                           });
+    // Varying within each pair, so a pair given another pair's mask differs.
+    const at::Tensor per_pair = causal + at::arange(kBatch * heads * kSeq * kSeq, at::kFloat)
+                                             .reshape({kBatch, heads, kSeq, kSeq})
+                                             .sin();
+    for (const at::Tensor& mask : {causal, per_pair}) {
+      SCOPED_TRACE(mask.dim() == 2 ? "[seq, seq] mask" : "[batch, heads, seq, seq] mask");
+      expect_like_one_device(
+          heads, at::kFloat, layout,
+          [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+            return *call_op(kernel,
+                            {{"query", q},
+                             {"key", k},
+                             {"value", v},
+                             {"attn_mask", is_dtensor(q) ? replicated_like(mask, q) : mask}});
+          });
+    }
+  }
 }
 
 // An additive causal bias as at::scaled_dot_product_attention hands it to
@@ -275,27 +308,20 @@ TEST(FusedAttentionTest, CudaKernelsSplitByBatchAndHeads) {
   if (tested == 0) GTEST_SKIP() << "this libtorch has no fused CUDA attention kernels";
 }
 
-// With dropout each rank would draw its own mask: the kernel runs on
-// replicated inputs (the stand-in ignores dropout, so values still agree).
-TEST(FusedAttentionTest, DropoutRunsReplicated) {
+// With dropout each rank's kernel would draw its own mask: refused.
+TEST(FusedAttentionTest, DropoutIsRefused) {
   const char* name = "aten::_scaled_dot_product_efficient_attention";
   if (!op_exists(name)) GTEST_SKIP() << "this libtorch has no " << name;
-  const Arguments fixed = {
-      {"attn_bias", c10::IValue()}, {"compute_log_sumexp", true}, {"dropout_p", 0.5}};
-  const auto attend = [&](const std::vector<at::Tensor>& qkv) {
-    Arguments arguments = fixed;
-    arguments["query"] = qkv[0], arguments["key"] = qkv[1], arguments["value"] = qkv[2];
-    return call_op(name, arguments)->front().toTensor();
-  };
-  std::vector<at::Tensor> whole;
-  for (int64_t i = 0; i < 3; ++i) whole.push_back(qkv_input(4, i, at::kDouble));
-  const at::Tensor expected = attend(whole);
   run_ranks(4, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
-    std::vector<at::Tensor> inputs;
-    for (const at::Tensor& t : whole)
-      inputs.push_back(rules_testing::dist(t, mesh, "S(1)").tensor());
-    EXPECT_TRUE(rules_testing::Matches(attend(inputs), expected, "R"));
+    Arguments arguments = {
+        {"attn_bias", c10::IValue()}, {"compute_log_sumexp", true}, {"dropout_p", 0.5}};
+    const char* names[] = {"query", "key", "value"};
+    for (int64_t i = 0; i < 3; ++i) {
+      arguments[names[i]] =
+          rules_testing::dist(qkv_input(4, i, at::kDouble), mesh, "S(1)").tensor();
+    }
+    DTENSOR_EXPECT_ERROR(call_op(name, arguments), "dropout_p = 0.5 on DTensors; expected 0");
   });
 }
 

@@ -121,19 +121,28 @@ TEST(SpmdTypesTest, DetachedTensorsKeepTheirTypes) {
   });
 }
 
-// A write through a view retypes its base: R meeting V is V. A pending sum
-// written into a view of a replicated tensor is refused (by the mixing
-// rules) before anything is written.
-TEST(SpmdTypesTest, WritesThroughViewsRetypeTheirBase) {
+// A write retypes every typed tensor viewing memory it writes: R meeting V
+// is V, for the base and for other views that overlap (not for those that
+// do not). A pending sum written into a view of a replicated tensor is
+// refused (by the mixing rules) before anything is written, and so is a
+// write that would leave a tensor of two types.
+TEST(SpmdTypesTest, WritesRetypeEveryTensorViewingWhatTheyWrite) {
   in_scope([](const DeviceMesh&) {
     const at::Tensor base = typed({2, 2}, R);
+    const at::Tensor row0 = base.select(0, 0), column0 = base.select(1, 0);
     base.select(0, 1).copy_(typed({2}, V));
     EXPECT_EQ(types_of(base), only(V));
+    EXPECT_EQ(types_of(column0), only(V));
+    EXPECT_EQ(types_of(row0), only(R));
     const at::Tensor replicated = typed({2, 2}, R);
     DTENSOR_EXPECT_ERROR(replicated.select(0, 0).copy_(typed({2}, P) * 2),
                          "aten::copy_ over mesh dim \"tp\" (input types: R, P)");
     EXPECT_TRUE(at::equal(replicated, at::ones({2, 2}, at::kDouble)));
     EXPECT_EQ(types_of(replicated), only(R));
+    const at::Tensor pending = typed({2, 2}, P);
+    const at::Tensor row1 = set_types(pending.select(0, 1), {R});
+    DTENSOR_EXPECT_ERROR(pending.mul_(2), "over memory a Replicate (R) tensor views");
+    EXPECT_EQ(pending.data_ptr<double>()[3], 1.0);  // unwritten (read past the checker)
   });
 }
 

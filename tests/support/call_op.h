@@ -28,15 +28,18 @@ inline std::optional<torch::jit::Stack> call_op(const std::string& name,
   const auto op = c10::Dispatcher::singleton().findSchema({name, ""});
   if (!op.has_value()) return std::nullopt;
   torch::jit::Stack stack;
+  size_t used = 0;
   for (const c10::Argument& argument : op->schema().arguments()) {
     const auto given = arguments.find(argument.name());
     if (given != arguments.end()) {
       stack.push_back(given->second);
+      ++used;
     } else {
       TORCH_CHECK(argument.default_value().has_value(), name, ": no value for ", argument.name());
       stack.push_back(*argument.default_value());
     }
   }
+  TORCH_CHECK(used == arguments.size(), name, ": an argument given has a name its schema lacks");
   op->callBoxed(stack);
   return stack;
 }
