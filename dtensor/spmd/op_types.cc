@@ -17,6 +17,7 @@
 #include <dtensor/dispatch/dispatch.h>
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
+#include <dtensor/rules/decomposition.h>
 #include <dtensor/rules/op_call.h>
 #include <dtensor/rules/strategy.h>
 #include <dtensor/rules/tensor_arguments.h>
@@ -240,6 +241,14 @@ void type_check_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   TypeTable* table = current_type_table();
   if (table == nullptr || !table->checking()) {
     op.redispatchBoxed(below(keys), stack);
+    return;
+  }
+  // A `_foreach_*` op (an optimizer's list math) mixes nothing across its
+  // lists' elements, which may have different types (R weights beside I
+  // ones): it runs as its per-element ops (rules/decomposition.h), each
+  // checked and typed, the in-place ones retyping what they write.
+  if (const auto per_element = decompositions().find(op_name_string(op.operator_name()))) {
+    per_element->front()(op, *stack);
     return;
   }
   const size_t num_arguments = op.schema().arguments().size();

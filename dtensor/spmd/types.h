@@ -44,10 +44,10 @@
 // tensors pass unchecked). Types follow the tensors ops return, and what
 // autograd makes anew around one (x.detach()) keeps its types: a tensor
 // viewing the same memory the same way as a typed one has its types. A
-// write through a view retypes its base (R becomes V where V is written);
-// other views of that base keep their types. It costs a
-// table look-up per tensor argument of each op, and for ops on P inputs a
-// look-up of the op's strategies.
+// write retypes every typed tensor viewing the memory it writes (R becomes
+// V where V is written). `_foreach_*` ops are typed element by element. It
+// costs a table look-up per tensor argument of each op, and for ops on P
+// inputs a look-up of the op's strategies.
 #pragma once
 
 #include <cstdint>

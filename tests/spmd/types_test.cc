@@ -146,6 +146,26 @@ TEST(SpmdTypesTest, WritesRetypeEveryTensorViewingWhatTheyWrite) {
   });
 }
 
+// A `_foreach_*` op types element by element: an optimizer's list may hold
+// R and I tensors side by side, each element's result takes its own type,
+// and a mistake in one element is named by its per-element op.
+TEST(SpmdTypesTest, ForeachOpsTypeElementByElement) {
+  in_scope([](const DeviceMesh&) {
+    const std::vector<at::Tensor> params = {typed({2}, R), typed({2}, I)};
+    at::_foreach_add_(params, {typed({2}, R), typed({2}, I)});
+    EXPECT_EQ(types_of(params[0]), only(R));
+    EXPECT_EQ(types_of(params[1]), only(I));
+    const std::vector<at::Tensor> scaled = at::_foreach_mul(params, {typed({2}, V), typed({2}, I)});
+    EXPECT_EQ(types_of(scaled[0]), only(V));
+    EXPECT_EQ(types_of(scaled[1]), only(I));
+    at::_foreach_mul_(params, {typed({2}, V), typed({2}, I)});
+    EXPECT_EQ(types_of(params[0]), only(V));
+    EXPECT_TRUE(at::equal(params[1], at::full({2}, 2.0, at::kDouble)));
+    DTENSOR_EXPECT_ERROR(at::_foreach_add_(params, {typed({2}, V), typed({2}, V)}),
+                         "aten::add_.Tensor over mesh dim \"tp\" (input types: I, V)");
+  });
+}
+
 TEST(SpmdTypesTest, CollectivesCheckTheirInputAndTypeTheirResult) {
   in_scope([](const DeviceMesh& mesh) {
     EXPECT_EQ(types_of(all_reduce(typed({4}, P), mesh, "tp", ReplicatedType::kReplicate)), only(R));
