@@ -9,6 +9,7 @@
 #include <dtensor/dtensor.h>
 #include <dtensor/placements/partial.h>
 #include <dtensor/placements/replicate.h>
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {
@@ -119,9 +120,10 @@ std::pair<at::Tensor, std::optional<spmd::Types>> local_input(const at::Tensor& 
 }
 
 // Output `index` of `fn`, of `types` (nullopt: untyped, or unchecked),
-// wrapped as `placements` says.
+// wrapped as `placements` says, of global `shape` when given.
 at::Tensor wrap_output(const at::Tensor& output, size_t index, const OptionalPlacements& placements,
-                       const std::optional<spmd::Types>& types, const DeviceMesh& mesh) {
+                       const std::optional<spmd::Types>& types, const DeviceMesh& mesh,
+                       const std::optional<std::vector<int64_t>>& shape) {
   if (!placements) return output;
   check_placements("out_placements[" + std::to_string(index) + "]", *placements, mesh);
   if (types) {
@@ -135,6 +137,16 @@ at::Tensor wrap_output(const at::Tensor& output, size_t index, const OptionalPla
   }
   FromLocalOptions from_local_options;
   from_local_options.run_check = false;
+  if (shape) {
+    const DTensorSpec spec(mesh, *placements, *shape, output.scalar_type());
+    const std::vector<int64_t>& fits_shape = spec.local_layout().local_shape;
+    DTENSOR_CHECK(output.sizes() == c10::IntArrayRef(fits_shape), "local_map: output ", index,
+                  ": out_shapes[", index, "] is [", absl::StrJoin(*shape, ", "),
+                  "], so this rank's local output laid out as ", placements_to_string(*placements),
+                  " must be [", absl::StrJoin(fits_shape, ", "), "], found [",
+                  absl::StrJoin(output.sizes(), ", "), "]");
+    from_local_options.shape = shape;
+  }
   from_local_options.grad_placements =
       gradient_placements(*placements, types ? *types : placement_types(*placements));
   return from_local(output, mesh, *placements, std::move(from_local_options)).tensor();
@@ -183,8 +195,12 @@ LocalMapFunction local_map(LocalMapFunction fn, std::vector<OptionalPlacements> 
     std::vector<std::optional<spmd::Types>> out_types;
     std::vector<at::Tensor> outputs = run_fn(fn, locals, in_types, mesh, options, out_types);
     check_count("out_placements", outputs.size(), "output of fn", out_placements.size());
+    if (!options.out_shapes.empty()) {
+      check_count("out_shapes", outputs.size(), "output of fn", options.out_shapes.size());
+    }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      outputs[i] = wrap_output(outputs[i], i, out_placements[i], out_types[i], mesh);
+      outputs[i] = wrap_output(outputs[i], i, out_placements[i], out_types[i], mesh,
+                               options.out_shapes.empty() ? std::nullopt : options.out_shapes[i]);
     }
     return outputs;
   };

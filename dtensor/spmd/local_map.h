@@ -75,6 +75,11 @@ struct LocalMapOptions {
   // then the same on every rank, not a pending sum). Empty, or one entry per
   // input (nullopt keeps the placements' types).
   std::vector<std::optional<spmd::Types>> in_types;
+  // Per output, its global shape where known. Without it an output laid
+  // out with placements learns its shape from every rank's local shape (one
+  // small all-gather: splits may be uneven). Empty, or one entry per output
+  // (nullopt: learned). Each rank checks that its local output fits it.
+  std::vector<std::optional<std::vector<int64_t>>> out_shapes;
 };
 
 // `fn` on the local shards of DTensors over `mesh`. `in_placements` has one

@@ -14,6 +14,7 @@
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include <dtensor/spmd/collectives.h>
 #include <dtensor/spmd/local_map.h>
 #include "tests/support/expect_error.h"
@@ -86,6 +87,34 @@ void expect_column_parallel_matches(const std::string& w_layout) {
 TEST(LocalMapTest, ColumnParallelMatmulEqualsOneDevice) { expect_column_parallel_matches("S(1)"); }
 
 TEST(LocalMapTest, RedistributesMismatchedInputs) { expect_column_parallel_matches("S(0)"); }
+
+// Given its global shape, an output needs no gather to learn it; a local
+// output that does not fit the shape given is an error.
+TEST(LocalMapTest, OutShapesSaveTheShapeGatherAndAreChecked) {
+  run_ranks(kRanks, [](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {kRanks}, {"tp"});
+    const DTensor x = distribute_tensor(x_value(), mesh, parse_placements("R"));
+    const DTensor w = distribute_tensor(w_value(), mesh, parse_placements("S(1)"));
+    LocalMapOptions learned, given;
+    given.out_shapes = {std::vector<int64_t>{3, 8}};
+    for (const LocalMapOptions& options : {learned, given}) {
+      CollectiveCounter counter;
+      const DTensor y(column_parallel_mm(mesh, options)({x.tensor(), w.tensor()})[0]);
+      EXPECT_EQ(counter.total(), options.out_shapes.empty() ? 1 : 0);
+      EXPECT_EQ(y.sizes(), (std::vector<int64_t>{3, 8}));
+      EXPECT_TRUE(at::equal(y.full_tensor(), at::mm(x_value(), w_value())));
+    }
+    LocalMapOptions wrong;
+    wrong.out_shapes = {std::vector<int64_t>{3, 12}};
+    DTENSOR_EXPECT_ERROR(column_parallel_mm(mesh, wrong)({x.tensor(), w.tensor()}),
+                         "local_map: output 0: out_shapes[0] is [3, 12], so this rank's local "
+                         "output laid out as S(1) must be [3, 3], found [3, 2]");
+    LocalMapOptions too_many;
+    too_many.out_shapes = {std::nullopt, std::nullopt};
+    DTENSOR_EXPECT_ERROR(column_parallel_mm(mesh, too_many)({x.tensor(), w.tensor()}),
+                         "local_map: out_shapes: expected one per output of fn (1), found 2");
+  });
+}
 
 TEST(LocalMapTest, StrictModeRefusesMismatchedInputs) {
   run_ranks(kRanks, [](int) {
