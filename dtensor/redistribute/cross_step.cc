@@ -30,15 +30,22 @@ Runs runs_of(const std::vector<int64_t>& list) {
   return runs;
 }
 
-Runs intersect(const Runs& a, const Runs& b) {
-  Runs common;
-  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-    const int64_t begin = std::max(a[i].first, b[j].first);
-    const int64_t end = std::min(a[i].second, b[j].second);
-    if (begin < end) common.emplace_back(begin, end);
-    (a[i].second < b[j].second ? i : j)++;
+// Whether some index lies in each of `a`, `b` and `c`.
+bool share_an_index(const Runs& a, const Runs& b, const Runs& c) {
+  for (size_t i = 0, j = 0, k = 0; i < a.size() && j < b.size() && k < c.size();) {
+    const int64_t begin = std::max({a[i].first, b[j].first, c[k].first});
+    const int64_t end = std::min({a[i].second, b[j].second, c[k].second});
+    if (begin < end) return true;
+    // The run that ends first meets nothing further in the others.
+    if (a[i].second == end) {
+      ++i;
+    } else if (b[j].second == end) {
+      ++j;
+    } else {
+      ++k;
+    }
   }
-  return common;
+  return false;
 }
 
 // The union of two runs lists.
@@ -87,12 +94,6 @@ std::optional<Box> box_of_layout(const LocalLayout& layout) {
   return box;
 }
 
-Box intersect(const Box& a, const Box& b) {
-  Box common;
-  for (size_t d = 0; d < a.size(); ++d) common.push_back(intersect(a[d], b[d]));
-  return common;
-}
-
 // How many elements `a` and `b` share.
 int64_t overlap(const Box& a, const Box& b) {
   int64_t n = 1;
@@ -100,18 +101,17 @@ int64_t overlap(const Box& a, const Box& b) {
   return n;
 }
 
-bool disjoint(const Box& a, const Box& b) {
-  for (size_t d = 0; d < a.size(); ++d) {
-    if (overlap(a[d], b[d]) == 0) return true;
-  }
-  return false;
-}
-
-// Whether no two of `pieces` share an element.
-bool pairwise_disjoint(const std::vector<Box>& pieces) {
-  for (size_t p = 0; p < pieces.size(); ++p) {
-    for (size_t q = p + 1; q < pieces.size(); ++q) {
-      if (!disjoint(pieces[p], pieces[q])) return false;
+// Whether no two of the pieces of `wanted` that `held` hold share an
+// element: the pieces of two boxes are disjoint when, along some dim, no
+// index lies in both boxes and in `wanted`.
+bool pieces_disjoint(const std::vector<const Box*>& held, const Box& wanted) {
+  for (size_t p = 0; p < held.size(); ++p) {
+    for (size_t q = p + 1; q < held.size(); ++q) {
+      bool disjoint = false;
+      for (size_t d = 0; d < wanted.size() && !disjoint; ++d) {
+        disjoint = !share_an_index((*held[p])[d], (*held[q])[d], wanted[d]);
+      }
+      if (!disjoint) return false;
     }
   }
   return true;
@@ -195,7 +195,7 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
   for (int64_t rank = 0; rank < ranks; ++rank) {
     const std::optional<Box>& wanted = to.box(rank);
     if (!wanted) return std::nullopt;
-    std::vector<Box> pieces;
+    std::vector<const Box*> holders;  // the members holding some of it
     int64_t covered = 0, received = 0, peers = 0, own = 0;
     const int64_t leader = group.leader_of(rank);
     for (int64_t member = leader; member < group.end_of(leader); member += group.inner) {
@@ -212,9 +212,9 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
         sent[member] += n;
         ++sent_to[member];
       }
-      pieces.push_back(intersect(*held, *wanted));
+      holders.push_back(&*held);
     }
-    if (covered != to.layout(rank).local_numel() || !pairwise_disjoint(pieces)) {
+    if (covered != to.layout(rank).local_numel() || !pieces_disjoint(holders, *wanted)) {
       return std::nullopt;
     }
     exchange.max_bytes = std::max(exchange.max_bytes, received);
