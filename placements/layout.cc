@@ -115,6 +115,7 @@ struct LocalLayout::IndexLists {
   std::once_flag once;
   std::function<std::vector<std::vector<int64_t>>()> make;
   std::vector<std::vector<int64_t>> lists;
+  std::optional<std::vector<ChunkRange>> blocks;  // when every dim holds one block
 };
 
 const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
@@ -122,13 +123,17 @@ const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
   return index_lists->lists;
 }
 
-LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
-                                 const std::vector<int64_t>& mesh_shape,
-                                 const std::vector<int64_t>& coordinate,
-                                 const std::vector<PlacementPtr>& placements) {
-  check_layout_arguments(global_shape, mesh_shape, coordinate);
-  const std::vector<PlacementPtr> normalized =
-      normalize_placements(placements, static_cast<int64_t>(global_shape.size()), mesh_shape);
+const std::vector<ChunkRange>* LocalLayout::blocks() const {
+  return index_lists->blocks ? &*index_lists->blocks : nullptr;
+}
+
+namespace {
+
+// compute_local_layout once its arguments are checked and normalized.
+LocalLayout layout_of(const std::vector<int64_t>& global_shape,
+                      const std::vector<int64_t>& mesh_shape,
+                      const std::vector<int64_t>& coordinate,
+                      const std::vector<PlacementPtr>& normalized) {
   LocalLayout layout;
   layout.merged_leading_dims = merged_leading_dims(normalized);
   layout.index_lists = std::make_shared<LocalLayout::IndexLists>();
@@ -138,6 +143,7 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
       layout.local_shape.push_back(r.end - r.begin);
       layout.global_offset.push_back(r.end > r.begin ? r.begin : global_shape[d]);
     }
+    layout.index_lists->blocks = *ranges;
     layout.index_lists->make = [ranges = *ranges] {
       std::vector<std::vector<int64_t>> lists;
       for (const ChunkRange& r : ranges) {
@@ -159,6 +165,26 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
   }
   std::call_once(layout.index_lists->once, [&] { layout.index_lists->lists = indices.lists(); });
   return layout;
+}
+
+}  // namespace
+
+LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
+                                 const std::vector<int64_t>& mesh_shape,
+                                 const std::vector<int64_t>& coordinate,
+                                 const std::vector<PlacementPtr>& placements) {
+  check_layout_arguments(global_shape, mesh_shape, coordinate);
+  return layout_of(
+      global_shape, mesh_shape, coordinate,
+      normalize_placements(placements, static_cast<int64_t>(global_shape.size()), mesh_shape));
+}
+
+LocalLayout compute_normalized_local_layout(const std::vector<int64_t>& global_shape,
+                                            const std::vector<int64_t>& mesh_shape,
+                                            const std::vector<int64_t>& coordinate,
+                                            const std::vector<PlacementPtr>& normalized) {
+  check_layout_arguments(global_shape, mesh_shape, coordinate);
+  return layout_of(global_shape, mesh_shape, coordinate, normalized);
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> compute_local_shape_and_global_offset(

@@ -61,6 +61,11 @@ struct LocalLayout {
   // box, known from shapes alone, and most callers never need the lists
   // (which cost one integer per index of the dim).
   const std::vector<std::vector<int64_t>>& global_indices() const;
+  // Per local dim, the one block of global indices held, when every dim
+  // holds one (a layout of Shard, Replicate and Partial placements, say);
+  // nullptr otherwise. Answers what global_indices() would, without the
+  // lists.
+  const std::vector<ChunkRange>* blocks() const;
 
   struct IndexLists;
   std::shared_ptr<IndexLists> index_lists;
@@ -71,6 +76,13 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
                                  const std::vector<int64_t>& mesh_shape,
                                  const std::vector<int64_t>& coordinate,
                                  const std::vector<PlacementPtr>& placements);
+
+// The same for placements that normalize_placements returned (a spec's),
+// which it does not normalize again.
+LocalLayout compute_normalized_local_layout(const std::vector<int64_t>& global_shape,
+                                            const std::vector<int64_t>& mesh_shape,
+                                            const std::vector<int64_t>& coordinate,
+                                            const std::vector<PlacementPtr>& normalized);
 
 // The calling rank's local shape and global offset on `mesh`.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> compute_local_shape_and_global_offset(

@@ -73,7 +73,7 @@ DTensorSpec DTensorSpec::with_placements(std::vector<PlacementPtr> placements) c
 }
 
 LocalLayout DTensorSpec::layout_at(const std::vector<int64_t>& coordinate) const {
-  return compute_local_layout(shape_, mesh_.shape(), coordinate, placements_);
+  return compute_normalized_local_layout(shape_, mesh_.shape(), coordinate, placements_);
 }
 
 const std::vector<int64_t>& DTensorSpec::min_local_sizes() const {

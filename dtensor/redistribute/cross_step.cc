@@ -2,7 +2,7 @@
 #include <dtensor/redistribute/cross_step.h>
 
 #include <algorithm>
-#include <map>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -10,9 +10,6 @@
 
 namespace dtensor::redistribute_internal {
 namespace {
-
-// A set of indices as sorted, disjoint [begin, end) runs.
-using Runs = std::vector<std::pair<int64_t, int64_t>>;
 
 Runs runs_of(const std::vector<int64_t>& list) {
   std::vector<int64_t> sorted;
@@ -33,15 +30,22 @@ Runs runs_of(const std::vector<int64_t>& list) {
   return runs;
 }
 
-Runs intersect(const Runs& a, const Runs& b) {
-  Runs common;
-  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-    const int64_t begin = std::max(a[i].first, b[j].first);
-    const int64_t end = std::min(a[i].second, b[j].second);
-    if (begin < end) common.emplace_back(begin, end);
-    (a[i].second < b[j].second ? i : j)++;
+// Whether some index lies in each of `a`, `b` and `c`.
+bool share_an_index(const Runs& a, const Runs& b, const Runs& c) {
+  for (size_t i = 0, j = 0, k = 0; i < a.size() && j < b.size() && k < c.size();) {
+    const int64_t begin = std::max({a[i].first, b[j].first, c[k].first});
+    const int64_t end = std::min({a[i].second, b[j].second, c[k].second});
+    if (begin < end) return true;
+    // The run that ends first meets nothing further in the others.
+    if (a[i].second == end) {
+      ++i;
+    } else if (b[j].second == end) {
+      ++j;
+    } else {
+      ++k;
+    }
   }
-  return common;
+  return false;
 }
 
 // The union of two runs lists.
@@ -60,97 +64,157 @@ Runs unite(const Runs& a, const Runs& b) {
   return merged;
 }
 
+// How many indices `a` and `b` share.
+int64_t overlap(const Runs& a, const Runs& b) {
+  int64_t n = 0;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    n +=
+        std::max<int64_t>(0, std::min(a[i].second, b[j].second) - std::max(a[i].first, b[j].first));
+    (a[i].second < b[j].second ? i : j)++;
+  }
+  return n;
+}
+
 int64_t count(const Runs& runs) {
   int64_t n = 0;
   for (const auto& [begin, end] : runs) n += end - begin;
   return n;
 }
 
-// One runs list per tensor dim: a layout's index lists, or a piece of one.
-using Box = std::vector<Runs>;
-
 std::optional<Box> box_of_layout(const LocalLayout& layout) {
   if (layout.merged_leading_dims > 1) return std::nullopt;
   Box box;
+  if (const std::vector<ChunkRange>* blocks = layout.blocks()) {
+    for (const ChunkRange& block : *blocks) {
+      box.push_back(block.begin < block.end ? Runs{{block.begin, block.end}} : Runs{});
+    }
+    return box;
+  }
   for (const std::vector<int64_t>& list : layout.global_indices()) box.push_back(runs_of(list));
   return box;
 }
 
-Box intersect(const Box& a, const Box& b) {
-  Box common;
-  for (size_t d = 0; d < a.size(); ++d) common.push_back(intersect(a[d], b[d]));
-  return common;
-}
-
-int64_t volume(const Box& box) {
+// How many elements `a` and `b` share.
+int64_t overlap(const Box& a, const Box& b) {
   int64_t n = 1;
-  for (const Runs& runs : box) n *= count(runs);
+  for (size_t d = 0; d < a.size() && n > 0; ++d) n *= overlap(a[d], b[d]);
   return n;
 }
 
-bool disjoint(const Box& a, const Box& b) {
-  for (size_t d = 0; d < a.size(); ++d) {
-    if (intersect(a[d], b[d]).empty()) return true;
-  }
-  return false;
-}
-
-// Whether no two of `pieces` share an element.
-bool pairwise_disjoint(const std::vector<Box>& pieces) {
-  for (size_t p = 0; p < pieces.size(); ++p) {
-    for (size_t q = p + 1; q < pieces.size(); ++q) {
-      if (!disjoint(pieces[p], pieces[q])) return false;
+// Whether no two of the pieces of `wanted` that `held` hold share an
+// element: the pieces of two boxes are disjoint when, along some dim, no
+// index lies in both boxes and in `wanted`.
+bool pieces_disjoint(const std::vector<const Box*>& held, const Box& wanted) {
+  for (size_t p = 0; p < held.size(); ++p) {
+    for (size_t q = p + 1; q < held.size(); ++q) {
+      bool disjoint = false;
+      for (size_t d = 0; d < wanted.size() && !disjoint; ++d) {
+        disjoint = !share_an_index((*held[p])[d], (*held[q])[d], wanted[d]);
+      }
+      if (!disjoint) return false;
     }
   }
   return true;
 }
 
+// Whether `a` and `b` hold the same indices, in the same order, of every
+// tensor dim but `dim`.
+bool holds_alike_but(const LocalLayout& a, const LocalLayout& b, int64_t dim) {
+  const std::vector<ChunkRange>* a_blocks = a.blocks();
+  const std::vector<ChunkRange>* b_blocks = b.blocks();
+  if (a_blocks != nullptr && b_blocks != nullptr) {
+    for (size_t d = 0; d < a_blocks->size(); ++d) {
+      const ChunkRange& x = (*a_blocks)[d];
+      const ChunkRange& y = (*b_blocks)[d];
+      const bool same =
+          x.end - x.begin == y.end - y.begin && (x.begin == y.begin || x.end == x.begin);
+      if (static_cast<int64_t>(d) != dim && !same) return false;
+    }
+    return true;
+  }
+  const std::vector<std::vector<int64_t>>& have = a.global_indices();
+  const std::vector<std::vector<int64_t>>& want = b.global_indices();
+  if (want.size() != have.size()) return false;
+  for (size_t d = 0; d < want.size(); ++d) {
+    if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
+  }
+  return true;
+}
+
+// The groups of mesh dims [first, last] on a row-major mesh: the members of
+// a group lie `inner` apart from its first (lowest) one, its leader.
+struct GroupStrides {
+  GroupStrides(const std::vector<int64_t>& mesh_shape, int64_t first, int64_t last) {
+    for (size_t m = last + 1; m < mesh_shape.size(); ++m) inner *= mesh_shape[m];
+    for (int64_t m = first; m <= last; ++m) size *= mesh_shape[m];
+  }
+  int64_t leader_of(int64_t rank) const { return rank - rank / inner % size * inner; }
+  // Past the group's last member.
+  int64_t end_of(int64_t leader) const { return leader + size * inner; }
+
+  int64_t inner = 1;
+  int64_t size = 1;
+};
+
 }  // namespace
 
-std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const DTensorSpec& to,
+RankLayouts::RankLayouts(DTensorSpecPtr spec)
+    : spec_(std::move(spec)), layouts_(spec_->mesh().size()), boxes_(spec_->mesh().size()) {
+  const std::vector<int64_t>& mesh_shape = spec_->mesh().shape();
+  const std::vector<PlacementPtr>& placements = spec_->placements();
+  sharer_.resize(spec_->mesh().size());
+  std::iota(sharer_.begin(), sharer_.end(), 0);
+  // Row-major: coordinate m of a rank is rank / stride % extent.
+  int64_t stride = 1;
+  for (auto m = static_cast<int64_t>(placements.size()) - 1; m >= 0; --m) {
+    if (placements[m]->is_replicate() || placements[m]->is_partial()) {
+      for (int64_t& rank : sharer_) rank -= rank / stride % mesh_shape[m] * stride;
+    }
+    stride *= mesh_shape[m];
+  }
+}
+
+const LocalLayout& RankLayouts::layout(int64_t rank) const {
+  std::optional<LocalLayout>& layout = layouts_[sharer_[rank]];
+  if (!layout) layout = spec_->layout_at(grid_coordinate(sharer_[rank], spec_->mesh().shape()));
+  return *layout;
+}
+
+const std::optional<Box>& RankLayouts::box(int64_t rank) const {
+  std::optional<std::optional<Box>>& box = boxes_[sharer_[rank]];
+  if (!box) box = box_of_layout(layout(rank));
+  return *box;
+}
+
+std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const RankLayouts& to,
                                                   int64_t first, int64_t last) {
-  const std::vector<int64_t>& mesh_shape = from.mesh().shape();
-  const std::vector<int64_t> group_shape(mesh_shape.begin() + first, mesh_shape.begin() + last + 1);
-  const int64_t ranks = from.mesh().size();
-  // By flat rank, made on first use; nullopt for a layout merging dims.
-  std::vector<std::optional<Box>> held(ranks);
-  std::vector<char> made(ranks, 0);
+  const GroupStrides group(from.spec().mesh().shape(), first, last);
+  const int64_t ranks = from.spec().mesh().size();
   GroupExchange exchange;
   std::vector<int64_t> sent(ranks, 0), sent_to(ranks, 0);
   for (int64_t rank = 0; rank < ranks; ++rank) {
-    std::vector<int64_t> coordinate = grid_coordinate(rank, mesh_shape);
-    const LocalLayout wanted_layout = to.layout_at(coordinate);
-    const std::optional<Box> wanted = box_of_layout(wanted_layout);
+    const std::optional<Box>& wanted = to.box(rank);
     if (!wanted) return std::nullopt;
-    std::vector<Box> pieces;
+    std::vector<const Box*> holders;  // the members holding some of it
     int64_t covered = 0, received = 0, peers = 0, own = 0;
-    bool merged = false;
-    for_each_grid_coordinate(group_shape, [&](const std::vector<int64_t>& member) {
-      std::copy(member.begin(), member.end(), coordinate.begin() + first);
-      const int64_t flat = grid_position(coordinate, mesh_shape);
-      if (!made[flat]) {
-        held[flat] = box_of_layout(from.layout_at(coordinate));
-        made[flat] = 1;
-      }
-      if (!held[flat]) {
-        merged = true;
-        return;
-      }
-      Box piece = intersect(*held[flat], *wanted);
-      const int64_t n = volume(piece);
-      if (n == 0) return;
+    const int64_t leader = group.leader_of(rank);
+    for (int64_t member = leader; member < group.end_of(leader); member += group.inner) {
+      const std::optional<Box>& held = from.box(member);
+      if (!held) return std::nullopt;
+      const int64_t n = overlap(*held, *wanted);
+      if (n == 0) continue;
       covered += n;
-      if (flat == rank) {
+      if (member == rank) {
         own = n;
       } else {
         received += n;
         ++peers;
-        sent[flat] += n;
-        ++sent_to[flat];
+        sent[member] += n;
+        ++sent_to[member];
       }
-      pieces.push_back(std::move(piece));
-    });
-    if (merged || covered != wanted_layout.local_numel() || !pairwise_disjoint(pieces)) {
+      holders.push_back(&*held);
+    }
+    if (covered != to.layout(rank).local_numel() || !pieces_disjoint(holders, *wanted)) {
       return std::nullopt;
     }
     exchange.max_bytes = std::max(exchange.max_bytes, received);
@@ -160,39 +224,31 @@ std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const
   exchange.max_bytes = std::max(exchange.max_bytes, *std::max_element(sent.begin(), sent.end()));
   exchange.max_peers =
       std::max(exchange.max_peers, *std::max_element(sent_to.begin(), sent_to.end()));
-  const auto element = static_cast<int64_t>(c10::elementSize(from.dtype()));
+  const auto element = static_cast<int64_t>(c10::elementSize(from.spec().dtype()));
   exchange.max_bytes *= element;
   exchange.max_own_bytes *= element;
   exchange.rank0_sent_bytes = sent[0] * element;
   return exchange;
 }
 
-bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
+bool groups_hold_their_targets(const RankLayouts& from, const RankLayouts& to, int64_t first,
                                int64_t last, int64_t dim) {
-  const std::vector<int64_t>& mesh_shape = from.mesh().shape();
-  const int64_t ranks = from.mesh().size();
-  std::map<std::vector<int64_t>, Runs> held;  // group -> indices of `dim` it holds
-  std::vector<Runs> wanted(ranks);
-  std::vector<std::vector<int64_t>> group_of(ranks);
-  for (int64_t rank = 0; rank < ranks; ++rank) {
-    std::vector<int64_t> coordinate = grid_coordinate(rank, mesh_shape);
-    const LocalLayout before = from.layout_at(coordinate);
-    const LocalLayout after = to.layout_at(coordinate);
-    if (before.merged_leading_dims > 1 || after.merged_leading_dims > 1) return false;
-    const std::vector<std::vector<int64_t>>& have = before.global_indices();
-    const std::vector<std::vector<int64_t>>& want = after.global_indices();
-    if (want.size() != have.size()) return false;
-    for (size_t d = 0; d < want.size(); ++d) {
-      if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
+  // Group by group, rank 0's first, so that a step most groups refuse
+  // costs few layouts.
+  const GroupStrides group(from.spec().mesh().shape(), first, last);
+  for (int64_t leader = 0; leader < from.spec().mesh().size(); ++leader) {
+    if (group.leader_of(leader) != leader) continue;
+    Runs held;  // the indices of `dim` the group holds
+    for (int64_t rank = leader; rank < group.end_of(leader); rank += group.inner) {
+      const std::optional<Box>& have = from.box(rank);
+      if (!have || !to.box(rank)) return false;
+      if (!holds_alike_but(from.layout(rank), to.layout(rank), dim)) return false;
+      held = unite(held, (*have)[dim]);
     }
-    std::fill(coordinate.begin() + first, coordinate.begin() + last + 1, 0);
-    Runs& group = held[coordinate];
-    group = unite(group, runs_of(have[dim]));
-    wanted[rank] = runs_of(want[dim]);
-    group_of[rank] = std::move(coordinate);
-  }
-  for (int64_t rank = 0; rank < ranks; ++rank) {
-    if (count(intersect(wanted[rank], held[group_of[rank]])) != count(wanted[rank])) return false;
+    for (int64_t rank = leader; rank < group.end_of(leader); rank += group.inner) {
+      const Runs& wanted = (*to.box(rank))[dim];
+      if (overlap(wanted, held) != count(wanted)) return false;
+    }
   }
   return true;
 }

@@ -12,10 +12,39 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include <dtensor/placements/spec.h>
 
 namespace dtensor::redistribute_internal {
+
+// A set of indices as sorted, disjoint [begin, end) runs.
+using Runs = std::vector<std::pair<int64_t, int64_t>>;
+// One runs list per tensor dim: a layout's index lists, or a piece of one.
+using Box = std::vector<Runs>;
+
+// Every rank's layout of one spec, and its index lists as runs, each made
+// on first use and kept. The planner asks for the same ranks of the same
+// state at many of its steps; a layout costs far more than the lookup.
+// Ranks that differ only in Replicate and Partial mesh dims (which restrict
+// nothing) share one layout.
+class RankLayouts {
+ public:
+  explicit RankLayouts(DTensorSpecPtr spec);
+
+  const DTensorSpec& spec() const { return *spec_; }
+  // What the rank at flat position `rank` of the mesh holds.
+  const LocalLayout& layout(int64_t rank) const;
+  // Its index lists as runs; nullopt when the layout merges leading dims.
+  const std::optional<Box>& box(int64_t rank) const;
+
+ private:
+  DTensorSpecPtr spec_;
+  std::vector<int64_t> sharer_;  // by rank: the rank whose layout it shares
+  mutable std::vector<std::optional<LocalLayout>> layouts_;
+  mutable std::vector<std::optional<std::optional<Box>>> boxes_;
+};
 
 // What the exchange moves, at the busiest rank.
 struct GroupExchange {
@@ -31,7 +60,7 @@ struct GroupExchange {
 // leading dims into rows). Looks at every rank, rank 0 first (where most
 // candidates fail), so every rank decides alike. Index lists are handled as
 // sorted runs, so Shard and Replicate pieces cost O(1) per pair of ranks.
-std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const DTensorSpec& to,
+std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const RankLayouts& to,
                                                   int64_t first, int64_t last);
 
 // The exact form of the planner's structural group-locality rule for a step
@@ -42,7 +71,7 @@ std::optional<GroupExchange> exact_group_exchange(const DTensorSpec& from, const
 // [SS(d, k), S(d)] -> [R, S(d)] (k the later splitter's size: each dp group
 // holds one tp piece). Checks every group, so the plan stays the same
 // whichever rank makes it; false when a layout merges leading dims.
-bool groups_hold_their_targets(const DTensorSpec& from, const DTensorSpec& to, int64_t first,
+bool groups_hold_their_targets(const RankLayouts& from, const RankLayouts& to, int64_t first,
                                int64_t last, int64_t dim);
 
 }  // namespace dtensor::redistribute_internal

@@ -2,12 +2,15 @@
 #include <dtensor/redistribute/planner.h>
 
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <functional>
 #include <iomanip>
-#include <map>
 #include <numeric>
+#include <optional>
 #include <queue>
 #include <sstream>
+#include <utility>
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/lru_cache.h>
@@ -16,6 +19,7 @@
 #include <dtensor/redistribute/cross_step.h>
 #include <dtensor/redistribute/trace_sink.h>
 #include <dtensor/rules/cost.h>
+#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
 
@@ -25,6 +29,7 @@ namespace {
 using redistribute_internal::exact_group_exchange;
 using redistribute_internal::GroupExchange;
 using redistribute_internal::groups_hold_their_targets;
+using redistribute_internal::RankLayouts;
 using Placements = std::vector<PlacementPtr>;
 
 bool contains(const std::vector<int64_t>& values, int64_t value) {
@@ -131,58 +136,82 @@ double transition_cost(const Transition& transition, const StepContext& context,
   return step_cost(kind, bytes, transition.peers(context), costs);
 }
 
+// What a search state holds at one mesh dim. Every state the search reaches
+// holds, at each mesh dim, Replicate, the source's placement or the
+// target's (candidates() offers nothing else), so a state is a number: one
+// base-3 digit per mesh dim.
+enum Holding : int64_t { kReplicate = 0, kSource = 1, kTarget = 2 };
+
+// A placement a group of mesh dims may move to, and which one it is.
+struct Candidate {
+  PlacementPtr placement;
+  Holding holding;
+};
+
 // Placements a group of mesh dims may move to: the source's, the target's,
 // or Replicate. A Partial is only entered where the target has it.
-std::vector<PlacementPtr> candidates(const Placements& source, const Placements& target,
-                                     const std::vector<int64_t>& dims) {
-  std::vector<PlacementPtr> out;
+std::vector<Candidate> candidates(const Placements& source, const Placements& target,
+                                  const std::vector<int64_t>& dims) {
+  std::vector<Candidate> out;
   out.reserve(3);
-  out.push_back(Replicate::make());
+  out.push_back({Replicate::make(), kReplicate});
   auto uniform = [&](const Placements& list) {
     for (int64_t m : dims) {
       if (*list[m] != *list[dims.front()]) return false;
     }
     return true;
   };
-  if (uniform(target)) out.push_back(target[dims.front()]);
-  if (uniform(source) && !source[dims.front()]->is_partial()) out.push_back(source[dims.front()]);
+  if (uniform(target)) out.push_back({target[dims.front()], kTarget});
+  if (uniform(source) && !source[dims.front()]->is_partial()) {
+    out.push_back({source[dims.front()], kSource});
+  }
   return out;
 }
 
 class Planner {
  public:
-  Planner(const DTensorSpec& source, const DTensorSpec& target)
-      : source_(source), target_(target) {}
+  Planner(const DTensorSpec& source, const DTensorSpec& target) : source_(source), target_(target) {
+    const Placements& from = source_.placements();
+    const Placements& to = target_.placements();
+    const PlacementPtr replicate = Replicate::make();
+    for (size_t m = 0; m < from.size(); ++m) {
+      // The digit each of the three placements is spelled with at mesh dim
+      // m: equal placements share the lowest.
+      const int64_t source_digit = *from[m] == *replicate ? kReplicate : kSource;
+      const int64_t target_digit = *to[m] == *replicate ? kReplicate
+                                   : *to[m] == *from[m] ? source_digit
+                                                        : kTarget;
+      digits_.push_back({kReplicate, source_digit, target_digit});
+      weights_.push_back(m == 0 ? 1 : weights_.back() * 3);
+    }
+  }
 
   RedistributePlan plan() {
     struct Entry {
       double cost;
       int64_t steps;
-      std::string key;
+      int64_t state;
       bool operator>(const Entry& other) const {
         return cost != other.cost ? cost > other.cost : steps > other.steps;
       }
     };
-    const std::string goal = placements_to_string(target_.placements());
-    const std::string start = placements_to_string(source_.placements());
-    start_key_ = start;
-    specs_[start] = std::make_shared<const DTensorSpec>(source_);
-    best_[start] = {0, 0};
+    const int64_t goal = code_of(kTarget);
+    start_ = state_index(code_of(kSource), std::make_shared<const DTensorSpec>(source_));
+    states_[start_].cost = 0;
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> frontier;
-    frontier.push({0, 0, start});
+    frontier.push({0, 0, start_});
     while (!frontier.empty()) {
-      Entry entry = frontier.top();
+      const Entry entry = frontier.top();
       frontier.pop();
-      if (entry.key == goal) return reconstruct(goal);
-      if (entry.cost > best_[entry.key].first) continue;
-      for (PlannedStep& step : expand(specs_[entry.key])) {
-        const std::string next = placements_to_string(step.after->placements());
+      if (states_[entry.state].code == goal) return reconstruct(entry.state);
+      if (entry.cost > *states_[entry.state].cost) continue;
+      for (auto& [next, step] : expand(entry.state)) {
         const double cost = entry.cost + step.cost;
-        auto it = best_.find(next);
-        if (it != best_.end() && !(cost < it->second.first)) continue;
-        best_[next] = {cost, entry.steps + 1};
-        specs_[next] = step.after;
-        came_from_[next] = {entry.key, std::move(step)};
+        State& reached = states_[next];
+        if (reached.cost && !(cost < *reached.cost)) continue;
+        reached.cost = cost;
+        reached.previous = entry.state;
+        reached.step = std::move(step);
         frontier.push({cost, entry.steps + 1, next});
       }
     }
@@ -191,32 +220,94 @@ class Planner {
   }
 
  private:
-  std::vector<PlannedStep> expand(const DTensorSpecPtr& from) {
+  // One state of the search, made when a step first reaches it.
+  struct State {
+    int64_t code = 0;
+    DTensorSpecPtr spec;                   // null when the placements are not a valid layout
+    std::unique_ptr<RankLayouts> layouts;  // see layouts()
+    std::optional<double> cost;            // of the cheapest way found so far
+    int64_t previous = -1;                 // the state the cheapest step so far came from
+    PlannedStep step;                      // that step
+  };
+
+  // The code of the state holding `holding` at every mesh dim.
+  int64_t code_of(Holding holding) const {
+    int64_t code = 0;
+    for (size_t m = 0; m < digits_.size(); ++m) code += digits_[m][holding] * weights_[m];
+    return code;
+  }
+
+  // `code` with mesh dims `dims` holding `holding`.
+  int64_t code_with(int64_t code, const std::vector<int64_t>& dims, Holding holding) const {
+    for (int64_t m : dims) {
+      code += (digits_[m][holding] - code / weights_[m] % 3) * weights_[m];
+    }
+    return code;
+  }
+
+  // The index of the state of `code`, made (with `spec`, or the spec its
+  // code spells) on first use.
+  int64_t state_index(int64_t code, DTensorSpecPtr spec = nullptr) {
+    auto [it, inserted] = index_of_.try_emplace(code, static_cast<int64_t>(states_.size()));
+    if (!inserted) return it->second;
+    State& state = states_.emplace_back();
+    state.code = code;
+    state.spec = spec ? std::move(spec) : spec_of(code);
+    return it->second;
+  }
+
+  // The spec whose placements `code` spells, or nullptr when that is not a
+  // valid layout (e.g. it splits a dim merged into rows).
+  DTensorSpecPtr spec_of(int64_t code) const {
+    Placements placements;
+    for (size_t m = 0; m < digits_.size(); ++m) {
+      const int64_t digit = code / weights_[m] % 3;
+      placements.push_back(digit == kReplicate ? Replicate::make()
+                           : digit == kSource  ? source_.placements()[m]
+                                               : target_.placements()[m]);
+    }
+    try {
+      return std::make_shared<const DTensorSpec>(source_.with_placements(std::move(placements)));
+    } catch (const Error&) {
+      return nullptr;
+    }
+  }
+
+  // Every rank's layout of `state`, made when a check first needs one.
+  const RankLayouts& layouts(State& state) {
+    if (!state.layouts) state.layouts = std::make_unique<RankLayouts>(state.spec);
+    return *state.layouts;
+  }
+
+  // The steps out of state `index`, each with the index of the state it
+  // reaches.
+  std::vector<std::pair<int64_t, PlannedStep>> expand(int64_t index) {
+    const DTensorSpecPtr from = states_[index].spec;
+    const int64_t code = states_[index].code;
     const Placements& state = from->placements();
-    std::vector<PlannedStep> steps;
+    std::vector<std::pair<int64_t, PlannedStep>> steps;
     for (const std::vector<int64_t>& dims : step_groups(state)) {
       // Every Partial left of the last dim must reduce alike: that covers
       // the dims between non-adjacent ones too.
       if (!reduces_in_order(state, dims.back())) continue;
       const Placement& current = *state[dims.front()];
-      for (const PlacementPtr& to : candidates(source_.placements(), target_.placements(), dims)) {
-        if (*to == current) continue;
-        if (to->is_partial() && !current.is_replicate()) continue;
-        const bool local =
-            single_rank_group(from->mesh(), dims) || is_group_local(state, dims, current, *to);
-        const std::optional<int64_t> touched = single_touched_dim(current, *to);
+      for (const Candidate& to : candidates(source_.placements(), target_.placements(), dims)) {
+        if (*to.placement == current) continue;
+        if (to.placement->is_partial() && !current.is_replicate()) continue;
+        const bool local = single_rank_group(from->mesh(), dims) ||
+                           is_group_local(state, dims, current, *to.placement);
+        const std::optional<int64_t> touched = single_touched_dim(current, *to.placement);
         // The exact check below knows runs of mesh dims only.
         if (!local && (!touched || !is_run(dims))) continue;
-        Placements next = state;
-        for (int64_t m : dims) next[m] = to;
-        DTensorSpecPtr after = spec_with(*from, std::move(next));
+        const int64_t next = state_index(code_with(code, dims, to.holding));
+        const DTensorSpecPtr after = states_[next].spec;
         if (!after) continue;
         const auto cost_of = [&](const StepContext& context,
                                  const Transition& transition) -> std::optional<Costed> {
           // Passed no structural group-locality rule: check exactly that
           // the groups hold what they need of the one touched tensor dim.
-          if (!local &&
-              !groups_hold_their_targets(*from, *after, dims.front(), dims.back(), *touched)) {
+          if (!local && !groups_hold_their_targets(layouts(states_[index]), layouts(states_[next]),
+                                                   dims.front(), dims.back(), *touched)) {
             return std::nullopt;
           }
           const int64_t bytes = transition.bytes(context);
@@ -224,11 +315,11 @@ class Planner {
               bytes, transition_cost(transition, context, bytes, from->mesh().collective_costs())};
         };
         if (std::optional<PlannedStep> step = make_step(from, after, dims, cost_of)) {
-          steps.push_back(std::move(*step));
+          steps.emplace_back(next, std::move(*step));
         }
       }
     }
-    if (from == specs_[start_key_]) add_cross_steps(from, steps);
+    if (index == start_) add_cross_steps(steps);
     return steps;
   }
 
@@ -237,11 +328,12 @@ class Planner {
   // a change of two mesh dims that moves data inside one of them be one
   // exchange, instead of a gather and a slice that together move and copy
   // more. From the source only: each candidate looks at every rank.
-  void add_cross_steps(const DTensorSpecPtr& from, std::vector<PlannedStep>& steps) {
+  void add_cross_steps(std::vector<std::pair<int64_t, PlannedStep>>& steps) {
+    const DTensorSpecPtr from = states_[start_].spec;
     const Placements& state = from->placements();
     const Placements& goal = target_.placements();
     const auto ndim = static_cast<int64_t>(state.size());
-    DTensorSpecPtr after;
+    const int64_t goal_code = code_of(kTarget);
     for (int64_t first = 0; first < ndim; ++first) {
       for (int64_t last = first; last < ndim; ++last) {
         // A group of one rank is the single-rank copy's, with no collective.
@@ -249,16 +341,16 @@ class Planner {
         if (is_ordinary_step(state, goal, first, last) || single_rank_group(from->mesh(), dims)) {
           continue;
         }
-        if (!after) after = std::make_shared<const DTensorSpec>(target_);
+        const int64_t next = state_index(goal_code);
         const auto cost_of = [&](const StepContext&, const Transition&) -> std::optional<Costed> {
           const std::optional<GroupExchange> exchange =
-              exact_group_exchange(*from, *after, first, last);
+              exact_group_exchange(layouts(states_[start_]), layouts(states_[next]), first, last);
           if (!exchange) return std::nullopt;
           return Costed{exchange->rank0_sent_bytes,
                         cross_step_cost(*exchange, from->mesh().collective_costs())};
         };
-        if (std::optional<PlannedStep> step = make_step(from, after, dims, cost_of)) {
-          steps.push_back(std::move(*step));
+        if (std::optional<PlannedStep> step = make_step(from, states_[next].spec, dims, cost_of)) {
+          steps.emplace_back(next, std::move(*step));
         }
       }
     }
@@ -284,16 +376,6 @@ class Planner {
       if (in_group && (*state[m] != *state[first] || *goal[m] != *goal[first])) return false;
     }
     return true;
-  }
-
-  // `from` with `placements`, or nullptr when that is not a valid layout
-  // (e.g. it splits a dim merged into rows).
-  static DTensorSpecPtr spec_with(const DTensorSpec& from, Placements placements) {
-    try {
-      return std::make_shared<const DTensorSpec>(from.with_placements(std::move(placements)));
-    } catch (const Error&) {
-      return nullptr;
-    }
   }
 
   // What a step moves from rank 0 and what it costs, or nullopt when its
@@ -326,23 +408,26 @@ class Planner {
     return step;
   }
 
-  RedistributePlan reconstruct(const std::string& goal) {
+  RedistributePlan reconstruct(int64_t goal) {
     RedistributePlan plan;
-    plan.total_cost = best_[goal].first;
-    for (std::string key = goal; came_from_.count(key);) {
-      auto& [previous, step] = came_from_[key];
-      plan.steps.insert(plan.steps.begin(), step);
-      key = previous;
+    plan.total_cost = *states_[goal].cost;
+    for (int64_t index = goal; index != start_; index = states_[index].previous) {
+      plan.steps.insert(plan.steps.begin(), states_[index].step);
     }
     return plan;
   }
 
   const DTensorSpec& source_;
   const DTensorSpec& target_;
-  std::string start_key_;
-  std::map<std::string, DTensorSpecPtr> specs_;
-  std::map<std::string, std::pair<double, int64_t>> best_;
-  std::map<std::string, std::pair<std::string, PlannedStep>> came_from_;
+  // Per mesh dim, the digit of Replicate, the source's and the target's
+  // placement, and the digit's weight in a state's code.
+  std::vector<std::array<int64_t, 3>> digits_;
+  std::vector<int64_t> weights_;
+  // The states made so far (a deque: references to a state stay valid while
+  // others are made), and each code's index among them.
+  std::deque<State> states_;
+  absl::flat_hash_map<int64_t, int64_t> index_of_;
+  int64_t start_ = 0;
 };
 
 // Cache key: the source spec and the target placements as given. Lookups go

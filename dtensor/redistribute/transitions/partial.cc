@@ -82,6 +82,8 @@ std::optional<int64_t> scatter_block_count(const StepContext& step, int64_t dim)
 // Whether every group of the step (not only the calling rank's: plans are
 // made once for all ranks) reduce-scatters without reordering.
 bool every_group_scatters_in_blocks(const StepContext& step, int64_t dim) {
+  // Whatever the group (scatter_block_count).
+  if (step.target_placement().splits_into_ordered_blocks()) return true;
   std::vector<int64_t> groups = step.source().mesh().shape();
   for (int64_t m : step.mesh_dims()) groups[m] = 1;
   bool all = true;
