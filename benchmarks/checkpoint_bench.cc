@@ -13,14 +13,12 @@
 //   raw_write  open a new file, write(2) the shard's bytes, fsync, close:
 //              the floor of save
 //   load       checkpoint::load of a checkpoint of the same layout, saved
-//              before the timed iterations: the index read, pread of the
-//              shard's bytes into a staging buffer, copied into the shard
+//              before the timed iterations: the index and the file's header
+//              read and checked on every rank, one all-reduce of the
+//              verdict, pread of the shard's bytes straight into the shard
 //   raw_read   open the file, pread(2) the shard's bytes into a buffer, close:
-//              the floor of load. Load cannot reach it at large sizes: it
-//              reads into a new staging buffer (so that a failure on any
-//              rank changes no tensor), whose pages the kernel must fault in
-//              and zero, and then copies that into the shard; raw_read's
-//              buffer is made once and touched before the clock starts.
+//              the floor of load; its buffer is made once and touched before
+//              the clock starts, as the shard is.
 // The directory left by each save and the file of each raw_write are removed
 // after the clock stops, so every iteration writes new files.
 //

@@ -142,11 +142,10 @@ CHECKPOINT_ABOUT = """\
 its own shard. Size = the *global* tensor's bytes (each rank writes and reads its 1/n).
 **save**: to a new directory (the shard's file written and fsynced, the index, the directories
 synced, the rename); **raw write**: open a new file, write(2) the shard, fsync, close: the floor
-of save. **load**: a checkpoint of the same layout saved before the run (the index read, pread
-into a new staging buffer, copied into the shard); **raw read**: open, pread(2) into a buffer
-made and touched before the run, close: the floor of load, which it cannot reach at large sizes
-(the staging buffer's pages are faulted in and zeroed, then copied, so that a failure on any rank
-changes no tensor). Every save and raw write makes new files (the last ones are removed after
+of save. **load**: a checkpoint of the same layout saved before the run (the index and the
+file's header read and checked on every rank, one all-reduce of the verdict, then pread straight
+into the shard); **raw read**: open, pread(2) into a buffer made and touched before the run,
+close: the floor of load. Every save and raw write makes new files (the last ones are removed after
 the clock stops). Time = the slowest rank's; each cell: time per call / GB/s (decimal: the global
 bytes ÷ time); **ratio** = ours ÷ raw time (= raw GB/s ÷ ours). In full mode each cell gets at
 least 0.5 s of timed iterations (`--benchmark_min_time=0.5`).

@@ -690,55 +690,79 @@ void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
   }
 }
 
-// The new local data of `target`, read from the files.
-at::Tensor read_target(const Target& target, const SavedTensor& record,
-                       const std::vector<Read>& reads, Readers& readers) {
-  at::Tensor staging = at::empty(target.read_shape, target.local.options().device(at::kCPU));
+// Checks that the file entry `read` names holds what the index says.
+void check_entry(const Read& read, const SavedTensor& record, Readers& readers) {
+  const SafetensorsReader& reader = readers.open(read.box->file);
+  const SafetensorsEntry& entry = reader.entry(read.box->entry);
+  DTENSOR_CHECK(entry.dtype == record.dtype && entry.shape == read.box->sizes,
+                "checkpoint::load: ", reader.path(), ": entry \"", read.box->entry, "\": expected ",
+                record.dtype, " of shape ", c10::IntArrayRef(read.box->sizes),
+                " as the index says, found ", entry.dtype, " of shape ",
+                c10::IntArrayRef(entry.shape));
+}
+
+// Reads `reads` (checked by check_entry) into `destination`, a CPU tensor
+// of the target's read shape.
+void read_into(at::Tensor& destination, const std::vector<Read>& reads, Readers& readers) {
   for (const Read& read : reads) {
     const SafetensorsReader& reader = readers.open(read.box->file);
     const SafetensorsEntry& entry = reader.entry(read.box->entry);
-    DTENSOR_CHECK(entry.dtype == record.dtype && entry.shape == read.box->sizes,
-                  "checkpoint::load: ", reader.path(), ": entry \"", read.box->entry,
-                  "\": expected ", record.dtype, " of shape ", c10::IntArrayRef(read.box->sizes),
-                  " as the index says, found ", entry.dtype, " of shape ",
-                  c10::IntArrayRef(entry.shape));
     for_each_region(read.runs, [&](const std::vector<Run>& region) {
-      at::Tensor destination = staging;
+      at::Tensor part = destination;
       for (size_t d = 0; d < region.size(); ++d) {
-        destination =
-            destination.narrow(static_cast<int64_t>(d), region[d].local, region[d].length);
+        part = part.narrow(static_cast<int64_t>(d), region[d].local, region[d].length);
       }
-      // Straight into the staging buffer where the region is one block of
-      // it (the whole shard, or whole rows of it): no second buffer to
-      // fault in and copy, which at 64 MiB a rank cost as much as the read.
-      if (destination.is_contiguous()) {
-        read_region(reader, entry, *read.box, region, destination);
+      // Straight into the destination where the region is one block of it
+      // (the whole shard, or whole rows of it): no second buffer to fault
+      // in and copy.
+      if (part.is_contiguous()) {
+        read_region(reader, entry, *read.box, region, part);
         return;
       }
-      at::Tensor part = at::empty(destination.sizes(), staging.options());
-      read_region(reader, entry, *read.box, region, part);
-      destination.copy_(part);
+      at::Tensor block = at::empty(part.sizes(), destination.options());
+      read_region(reader, entry, *read.box, region, block);
+      part.copy_(block);
     });
   }
-  return staging;
 }
 
-// The new local data of every tensor of `state`, read from `path` after
-// every check.
-std::vector<at::Tensor> read_state(const std::vector<Target>& targets, const std::string& path) {
-  const Source source = read_source(path);
+// Fills `target` from the files. A CPU shard read as it is laid out is read
+// into in place; any other goes through a staging buffer.
+void fill(Target& target, const std::vector<Read>& reads, Readers& readers) {
+  if (!target.read_as && target.local.device().is_cpu()) {
+    read_into(target.local, reads, readers);
+    // Written behind the dispatcher: what tracks writes (autograd, a
+    // DTensor's remembered forms) must see one.
+    target.local.unsafeGetTensorImpl()->bump_version();
+    return;
+  }
+  at::Tensor staging = at::empty(target.read_shape, target.local.options().device(at::kCPU));
+  read_into(staging, reads, readers);
+  target.local.copy_(laid_out_as_target(target, staging));
+}
+
+// What a load reads: per target its record and reads, every file entry
+// they use opened and checked.
+struct LoadPlan {
+  Source source;
+  Readers readers;
   std::vector<const SavedTensor*> records;
   std::vector<std::vector<Read>> reads;
+};
+
+std::unique_ptr<LoadPlan> plan_load(const std::vector<Target>& targets, const std::string& path) {
+  Source source = read_source(path);
+  std::string dir = source.dir;
+  auto plan =
+      std::make_unique<LoadPlan>(LoadPlan{std::move(source), Readers(std::move(dir)), {}, {}});
   for (const Target& target : targets) {
-    records.push_back(&matching_record(source, target.name, target.tensor));
-    reads.push_back(plan_reads(target, *records.back()));
+    plan->records.push_back(&matching_record(plan->source, target.name, target.tensor));
+    plan->reads.push_back(plan_reads(target, *plan->records.back()));
+    for (const Read& read : plan->reads.back()) {
+      check_entry(read, *plan->records.back(), plan->readers);
+    }
   }
-  Readers readers(source.dir);
-  std::vector<at::Tensor> staged;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    staged.push_back(read_target(targets[i], *records[i], reads[i], readers));
-  }
-  return staged;
+  return plan;
 }
 
 }  // namespace
@@ -854,21 +878,29 @@ void load(std::map<std::string, at::Tensor>& state, const std::string& path) {
   at::NoGradGuard no_grad;
   const World world = world_of(state);
   std::vector<Target> targets;
-  std::vector<at::Tensor> staged;
+  std::unique_ptr<LoadPlan> plan;
   std::exception_ptr failure;
   try {
     for (const auto& [name, tensor] : state) targets.push_back(target_of(name, tensor));
-    staged = read_state(targets, path);
-    for (size_t i = 0; i < targets.size(); ++i) staged[i] = laid_out_as_target(targets[i], staged[i]);
+    plan = plan_load(targets, path);
   } catch (...) {
     failure = std::current_exception();
   }
-  // No rank changes a tensor unless every rank has read all it needs.
+  // No rank changes a tensor unless every rank's checks passed.
   const int64_t failures = sum_over_ranks(world, failure ? 1 : 0);
   if (failure) std::rethrow_exception(failure);
   DTENSOR_CHECK(failures == 0, "checkpoint::load: ", path, ": failed on ", failures,
                 " other rank(s); no tensor changed");
-  for (size_t i = 0; i < targets.size(); ++i) targets[i].local.copy_(staged[i]);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    try {
+      fill(targets[i], plan->reads[i], plan->readers);
+    } catch (const Error& error) {
+      DTENSOR_CHECK(false, "checkpoint::load: ", path, ": reading \"", targets[i].name,
+                    "\" failed after every check passed (", error.what(), "); ", i,
+                    " tensor(s) before it were loaded, it and those after it may be partly "
+                    "loaded or unchanged");
+    }
+  }
 }
 
 std::map<std::string, SavedTensor> inspect(const std::string& path) {

@@ -143,10 +143,14 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
 // redistribute from Replicate does (a Partial(sum) shard is the whole value
 // on one rank of each Partial mesh dim and zeros on the others).
 //
-// Each rank reads for itself, into host buffers the size of its shards, and
-// changes its tensors only after every rank has read all it needs (one
-// all-reduce over the DTensors' root mesh), so an error anywhere leaves every
-// rank's state untouched.
+// Each rank first checks everything it will read (the index, every file
+// header and entry it needs, shapes, dtypes, coverage, bounds), and reads
+// only after every rank's checks passed (one all-reduce over the DTensors'
+// root mesh), so bad input anywhere leaves every rank's state untouched.
+// It then reads straight into CPU shards (no copy), and through a host
+// staging buffer into device shards and Partial / merged-Ragged targets. A
+// read that fails after every check passed (an I/O error) raises, naming
+// the tensor; tensors from it on may be partly loaded.
 //
 // Checks first and throws dtensor::Error, leaving `state` untouched, for: a
 // path that does not exist, a corrupt or truncated file or index, a tensor
