@@ -100,6 +100,24 @@ struct Choice {
   std::vector<const CandidateRow*> rows;  // one per mesh dim
 };
 
+bool has_kernel_sized_dims(const std::vector<int64_t>& shape) {
+  return !shape.empty() && shape.back() == kSizedByKernel;
+}
+
+// `shape` with its kernel-sized tail (kSizedByKernel) replaced by the dims
+// of `local` from there on.
+std::vector<int64_t> sized_by_kernel(const std::vector<int64_t>& shape, c10::IntArrayRef local,
+                                     size_t k) {
+  const size_t leading = shape.size() - 1;
+  DTENSOR_CHECK(local.size() >= leading, "output ", k, ": expected a local result of rank ",
+                leading, " or more (shape [", absl::StrJoin(shape, ", "),
+                "], -1: sized by the kernel), found shape [", absl::StrJoin(local, ", "),
+                "] (a wrong sharding rule?)");
+  std::vector<int64_t> sized(shape.begin(), shape.end() - 1);
+  sized.insert(sized.end(), local.begin() + static_cast<std::ptrdiff_t>(leading), local.end());
+  return sized;
+}
+
 class Engine {
  public:
   Engine(const OpCall& call, const PropagationOptions& options)
@@ -394,7 +412,7 @@ class Engine {
       const PlacementPtr& p = row.outputs[&ret - returns_.data()];
       for (size_t k = 0; k < ret.count && p != nullptr; ++k) {
         const std::vector<int64_t>& shape = shapes_[ret.first_output + k];
-        if (shape.empty() || shape.back() != kSizedByKernel) continue;
+        if (!has_kernel_sized_dims(shape)) continue;
         const std::optional<int64_t> dim = p->split_dim();
         const bool kept =
             p->is_replicate() || p->is_partial() ||
@@ -431,28 +449,6 @@ class Engine {
   std::vector<ReturnLayout> returns_;
   std::vector<std::vector<CandidateRow>> rows_;
 };
-
-}  // namespace
-
-namespace {
-
-bool has_kernel_sized_dims(const std::vector<int64_t>& shape) {
-  return !shape.empty() && shape.back() == kSizedByKernel;
-}
-
-// `shape` with its kernel-sized tail (kSizedByKernel) replaced by the dims
-// of `local` from there on.
-std::vector<int64_t> sized_by_kernel(const std::vector<int64_t>& shape, c10::IntArrayRef local,
-                                     size_t k) {
-  const size_t leading = shape.size() - 1;
-  DTENSOR_CHECK(local.size() >= leading, "output ", k, ": expected a local result of rank ",
-                leading, " or more (shape [", absl::StrJoin(shape, ", "),
-                "], -1: sized by the kernel), found shape [", absl::StrJoin(local, ", "),
-                "] (a wrong sharding rule?)");
-  std::vector<int64_t> sized(shape.begin(), shape.end() - 1);
-  sized.insert(sized.end(), local.begin() + static_cast<std::ptrdiff_t>(leading), local.end());
-  return sized;
-}
 
 }  // namespace
 

@@ -556,25 +556,29 @@ struct Target {
   at::Tensor local;
   // The layout read, when it is not the tensor's own.
   DTensorSpecPtr read_as;
-  // The shape read, and which global index each of its indices stands for.
-  Shape read_shape;
+  // Which global index each index of what is read stands for.
   IndexLists indices;
+
+  // The shape read.
+  Shape read_shape() const {
+    Shape shape;
+    for (const std::vector<int64_t>& list : indices)
+      shape.push_back(static_cast<int64_t>(list.size()));
+    return shape;
+  }
 };
 
 Target target_of(const std::string& name, const at::Tensor& tensor) {
-  if (!is_dtensor(tensor)) {
-    return {
-        name, tensor, tensor, nullptr, tensor.sizes().vec(), whole_tensor(tensor.sizes().vec())};
-  }
+  if (!is_dtensor(tensor))
+    return {name, tensor, tensor, nullptr, whole_tensor(tensor.sizes().vec())};
   const DTensor dtensor(tensor);
   const std::vector<PlacementPtr> read = saved_placements(dtensor.placements());
-  if (same_placements(read, dtensor.placements())) {
-    const LocalLayout& layout = dtensor.spec().local_layout();
-    return {name, tensor, dtensor.to_local(), nullptr, layout.local_shape, layout.global_indices()};
-  }
-  auto read_as = std::make_shared<const DTensorSpec>(dtensor.spec().with_placements(read));
-  const LocalLayout& layout = read_as->local_layout();
-  return {name, tensor, dtensor.to_local(), read_as, layout.local_shape, layout.global_indices()};
+  const DTensorSpecPtr read_as =
+      same_placements(read, dtensor.placements())
+          ? nullptr
+          : std::make_shared<const DTensorSpec>(dtensor.spec().with_placements(read));
+  const LocalLayout& layout = (read_as ? *read_as : dtensor.spec()).local_layout();
+  return {name, tensor, dtensor.to_local(), read_as, layout.global_indices()};
 }
 
 // What `target`'s local shard becomes from `staged` (read as target.read_as
@@ -637,9 +641,9 @@ std::vector<Read> plan_reads(const Target& target, const SavedTensor& record) {
     covered += count;
     reads.push_back(std::move(read));
   }
-  DTENSOR_CHECK(covered == numel_of(target.read_shape), "checkpoint::load: tensor \"", target.name,
-                "\": the checkpoint's ", record.boxes.size(), " boxes hold ", covered, " of the ",
-                numel_of(target.read_shape),
+  DTENSOR_CHECK(covered == numel_of(target.read_shape()), "checkpoint::load: tensor \"",
+                target.name, "\": the checkpoint's ", record.boxes.size(), " boxes hold ", covered,
+                " of the ", numel_of(target.read_shape()),
                 " elements this rank needs (expected boxes covering the tensor once)");
   return reads;
 }
@@ -736,7 +740,7 @@ void fill(Target& target, const std::vector<Read>& reads, Readers& readers) {
     target.local.unsafeGetTensorImpl()->bump_version();
     return;
   }
-  at::Tensor staging = at::empty(target.read_shape, target.local.options().device(at::kCPU));
+  at::Tensor staging = at::empty(target.read_shape(), target.local.options().device(at::kCPU));
   read_into(staging, reads, readers);
   target.local.copy_(laid_out_as_target(target, staging));
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <dtensor/base/check.h>
@@ -48,9 +49,9 @@ size_t first_other(const std::vector<std::optional<Type>>& types, Type type) {
 // One call's typing: its tensor inputs' types, and its outputs' per mesh dim.
 class OpTyping {
  public:
-  OpTyping(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+  OpTyping(const c10::OperatorHandle& op, std::string name, c10::ArrayRef<c10::IValue> arguments,
            const TypeTable& table)
-      : op_(op), name_(op_name_string(op.operator_name())), arguments_(arguments), table_(table) {
+      : op_(op), name_(std::move(name)), arguments_(arguments), table_(table) {
     for_each_tensor_argument(arguments, [&](const at::Tensor& t, size_t, int64_t) {
       inputs_.push_back(table.find(t));
       shapes_.push_back(t.sizes().vec());
@@ -213,6 +214,7 @@ std::optional<size_t> written_return(const c10::OperatorHandle& op, size_t a) {
 // (TypeTable::retype_after_write); throws before anything is written when
 // one cannot take the written types.
 std::vector<TypeTable::Retype> retypes_of_writes(const c10::OperatorHandle& op,
+                                                 const std::string& name,
                                                  c10::ArrayRef<c10::IValue> arguments,
                                                  const std::vector<Types>& types,
                                                  const TypeTable& table) {
@@ -220,8 +222,8 @@ std::vector<TypeTable::Retype> retypes_of_writes(const c10::OperatorHandle& op,
   for (size_t a = 0; a < arguments.size(); ++a) {
     const std::optional<size_t> j = written_return(op, a);
     if (!j.has_value() || !arguments[a].isTensor() || !arguments[a].toTensor().defined()) continue;
-    std::vector<TypeTable::Retype> more = table.retype_after_write(
-        op_name_string(op.operator_name()), arguments[a].toTensor(), types[*j]);
+    std::vector<TypeTable::Retype> more =
+        table.retype_after_write(name, arguments[a].toTensor(), types[*j]);
     retypes.insert(retypes.end(), more.begin(), more.end());
   }
   return retypes;
@@ -247,7 +249,8 @@ void type_check_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   // lists' elements, which may have different types (R weights beside I
   // ones): it runs as its per-element ops (rules/decomposition.h), each
   // checked and typed, the in-place ones retyping what they write.
-  if (const auto per_element = decompositions().find(op_name_string(op.operator_name()))) {
+  const std::string name = op_name_string(op.operator_name());
+  if (const auto per_element = decompositions().find(name)) {
     per_element->front()(op, *stack);
     return;
   }
@@ -259,10 +262,10 @@ void type_check_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     // are not the user's: they pass through.
     const TypeTable::Pause pause(*table);
     const c10::ArrayRef<c10::IValue> arguments(&*(stack->end() - num_arguments), num_arguments);
-    const OpTyping typing(op, arguments, *table);
+    const OpTyping typing(op, name, arguments, *table);
     if (typing.typed()) {
       types = typing.output_types();
-      retypes = retypes_of_writes(op, arguments, *types, *table);
+      retypes = retypes_of_writes(op, name, arguments, *types, *table);
     }
     op.redispatchBoxed(below(keys), stack);
   }

@@ -128,14 +128,14 @@ std::vector<ShardingRow> attention_rows(const OpCall& call, const FusedAttention
     if (!pairs_align(call, dim)) continue;
     ShardingRow row;
     for (size_t i = 0; i < call.num_inputs(); ++i) {
-      const int64_t rank = static_cast<int64_t>(call.input(i).spec->shape().size());
+      const std::vector<int64_t>& shape = call.input(i).spec->shape();
       switch (role_of_input(call, i)) {
         case AttentionRole::kPaired:
           row.inputs.push_back(Shard::make(dim));
           break;
         case AttentionRole::kMask: {
-          const int64_t own = mask_dim(dim, rank);
-          const bool broadcast = own < 0 || call.input(i).spec->shape()[own] == 1;
+          const int64_t own = mask_dim(dim, static_cast<int64_t>(shape.size()));
+          const bool broadcast = own < 0 || shape[own] == 1;
           row.inputs.push_back(broadcast ? Replicate::make() : Shard::make(own));
           break;
         }
@@ -207,30 +207,18 @@ at::Tensor aligned_bias(const at::Tensor& bias) {
   return at::constant_pad_nd(bias, {0, padded - length}).narrow(-1, 0, length);
 }
 
-// The paired and mask arguments (of a call's `arguments` from stack[first])
-// with their `empty_dims` one long, zero-filled.
-void replace_by_one_zero_pair(const std::vector<c10::Argument>& arguments, torch::jit::Stack& stack,
-                              size_t first, const std::vector<int64_t>& empty_dims) {
+// Replaces each defined tensor argument (of a call's `arguments` from
+// stack[first]) that is paired or a mask by `replace(tensor, role)`.
+template <typename Replace>
+void replace_tensor_arguments(const std::vector<c10::Argument>& arguments, torch::jit::Stack& stack,
+                              size_t first, Replace replace) {
   for (size_t a = 0; a < arguments.size(); ++a) {
     c10::IValue& value = stack[first + a];
     const AttentionRole role = role_of(arguments[a].name());
     if (role == AttentionRole::kBookkeeping || !value.isTensor() || !value.toTensor().defined()) {
       continue;
     }
-    value = one_pair_long(value.toTensor(), empty_dims, role == AttentionRole::kMask);
-  }
-}
-
-// The bias arguments (of a call's `arguments` from stack[first]) laid out
-// as aligned_bias says.
-void align_biases(const std::vector<c10::Argument>& arguments, torch::jit::Stack& stack,
-                  size_t first) {
-  for (size_t a = 0; a < arguments.size(); ++a) {
-    c10::IValue& value = stack[first + a];
-    if (role_of(arguments[a].name()) == AttentionRole::kMask && value.isTensor() &&
-        value.toTensor().defined() && value.toTensor().dim() >= 2) {
-      value = aligned_bias(value.toTensor());
-    }
+    value = replace(value.toTensor(), role);
   }
 }
 
@@ -248,8 +236,16 @@ void run_on_shards(const FusedAttention& fused, const c10::OperatorHandle& op,
   for (const int64_t dim : {0, 1}) {
     if (stack[first + query].toTensor().size(dim) == 0) empty_dims.push_back(dim);
   }
-  if (!empty_dims.empty()) replace_by_one_zero_pair(arguments, stack, first, empty_dims);
-  if (fused.aligns_bias) align_biases(arguments, stack, first);
+  if (!empty_dims.empty()) {
+    replace_tensor_arguments(arguments, stack, first, [&](const at::Tensor& t, AttentionRole role) {
+      return one_pair_long(t, empty_dims, role == AttentionRole::kMask);
+    });
+  }
+  if (fused.aligns_bias) {
+    replace_tensor_arguments(arguments, stack, first, [](const at::Tensor& t, AttentionRole role) {
+      return role == AttentionRole::kMask && t.dim() >= 2 ? aligned_bias(t) : t;
+    });
+  }
   op.callBoxed(stack);
   for (size_t j = 0; j < fused.split_outputs && !empty_dims.empty(); ++j) {
     c10::IValue& value = stack[first + j];
