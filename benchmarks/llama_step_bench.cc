@@ -10,10 +10,16 @@
 // per step, both report the collectives and the bytes of each rank's input
 // buffers by kind, and the step time (forward, backward, gradient
 // reductions, SGD update; the median over steps of the max over ranks).
-// Step 0's losses are compared: both compute one model. Rank 0 prints a
+// The losses are compared (step 0's with one device's, the last step's with
+// each other): both train one model, or the program fails. Rank 0 prints a
 // markdown table and, with --json=FILE, writes the same rows as JSON
-// (benchmarks/make_results.py reads it). Data parallelism (fully_shard,
-// alone or over TP) is measured by fsdp_step_bench.
+// (benchmarks/make_results.py reads it). On the 2-D mesh (dp 2, tp 2) each
+// plan runs over tp with every parameter fully sharded over dp
+// (fully_shard: one group per block, the rest in the root's), beside the
+// same Megatron plan with a hand-written ZeRO-3 over dp: per group one flat
+// shard, one all-gather of it before the step, one reduce-scatter (averaged)
+// of the group's flat gradient, SGD on the shard. fully_shard alone is
+// measured by fsdp_step_bench.
 //
 //   build/benchmarks/llama_step_bench                        # 4 threads, local backend
 //   mpirun -np 4 build/benchmarks/llama_step_bench --backend=mpi --json=llama.json
@@ -191,10 +197,62 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 };
 
 // ---------------------------------------------------------------------------
+// A hand-written ZeRO-3 group over the data-parallel ranks: its parameters'
+// values live in one flat shard per rank (padded to divide evenly); the step
+// gathers them with one all-gather and reduces their gradients with one
+// reduce-scatter.
+
+class ZeroGroup {
+ public:
+  ZeroGroup(Communicator& dp, std::vector<at::Tensor> params)
+      : dp_(dp), params_(std::move(params)) {
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& p : params_) flat.push_back(p.detach().reshape(-1));
+    const at::Tensor whole = padded(at::cat(flat));
+    const int64_t chunk = whole.numel() / dp_.size();
+    shard_ = whole.narrow(0, dp_.rank() * chunk, chunk).clone();
+  }
+
+  // Points the parameters at a freshly gathered copy of the whole group.
+  void unshard() {
+    const at::Tensor whole = all_gather(dp_, shard_, 0);
+    int64_t offset = 0;
+    for (at::Tensor& p : params_) {
+      p.set_data(whole.narrow(0, offset, p.numel()).view(p.sizes()));
+      offset += p.numel();
+    }
+  }
+
+  // Averages the group's gradients over dp into the shard's and updates it.
+  void reduce_and_update(double learning_rate) {
+    std::vector<at::Tensor> grads;
+    for (at::Tensor& p : params_) {
+      grads.push_back(p.grad().reshape(-1));
+      p.mutable_grad() = at::Tensor();
+    }
+    const at::Tensor mine = reduce_scatter(dp_, padded(at::cat(grads)), 0);
+    torch::NoGradGuard no_grad;
+    shard_.sub_(mine.mul_(learning_rate / static_cast<double>(dp_.size())));
+  }
+
+ private:
+  at::Tensor padded(const at::Tensor& flat) const {
+    const int64_t ranks = dp_.size();
+    const int64_t size = (flat.numel() + ranks - 1) / ranks * ranks;
+    return at::constant_pad_nd(flat, {0, size - flat.numel()});
+  }
+
+  Communicator& dp_;
+  std::vector<at::Tensor> params_;
+  at::Tensor shard_;
+};
+
+// ---------------------------------------------------------------------------
 // The two implementations of one step.
 
 struct StepResult {
   double loss = 0;
+  double last_loss = 0;  // of the last step measured (after its updates)
   double seconds = 0;
   Counts calls, bytes;
 };
@@ -275,7 +333,7 @@ class MegatronStep {
  public:
   explicit MegatronStep(const Setup& s)
       : s_(s),
-        tp_(*s.mesh.communicator(0)),
+        tp_(*s.mesh.communicator(s.mesh.ndim() - 1)),
         model_(seeded_model(local_config(s.config, tp_.size()))) {
     std::unique_lock<std::mutex> lock(generator_mutex);  // the Linear draws its weights
     model_->output = model_->replace_module(
@@ -287,6 +345,12 @@ class MegatronStep {
     add_hooks();
     tokens_ = s.tokens;
     targets_ = s.targets;
+    if (s.mesh.ndim() == 2) {
+      dp_ = s.mesh.communicator(0).get();
+      tokens_ = my_chunk(*dp_, tokens_, 0);
+      targets_ = my_chunk(*dp_, targets_, 0);
+      make_zero_groups();
+    }
     if (s.plan == LlamaPlan::kSequenceParallel) tokens_ = my_chunk(tp_, tokens_, 1);
   }
 
@@ -296,15 +360,20 @@ class MegatronStep {
     hand_counts = &counts;
     at::Tensor loss;
     result.seconds = timed(*s_.mesh.world(), [&] {
+      for (ZeroGroup& group : zero_groups_) group.unshard();
       loss = loss_of();
       loss.backward();
       reduce_gradients();
-      sgd_step(*model_, s_.learning_rate);
+      if (zero_groups_.empty()) sgd_step(*model_, s_.learning_rate);
+      for (ZeroGroup& group : zero_groups_) group.reduce_and_update(s_.learning_rate);
     });
     hand_counts = nullptr;
     result.calls = counts.calls;
     result.bytes = counts.bytes;
-    result.loss = loss.item<double>();  // logging, not the step
+    // Logging, not the step: the whole batch's loss, the mean of the dp
+    // ranks' means.
+    result.loss = dp_ == nullptr ? loss.item<double>()
+                                 : all_reduce(*dp_, loss.detach()).item<double>() / dp_->size();
     return result;
   }
 
@@ -336,6 +405,17 @@ class MegatronStep {
       if (name == "output.weight") value = my_chunk(tp_, value, 0);
       parameter->copy_(value);
     }
+  }
+
+  // The groups fully_shard makes in the 2-D plans: one per block, the rest
+  // in the root's.
+  void make_zero_groups() {
+    std::vector<at::Tensor> root;
+    for (const auto& parameter : model_->named_parameters(/*recurse=*/true)) {
+      if (parameter.key().rfind("layers.", 0) != 0) root.push_back(parameter.value());
+    }
+    for (const auto& layer : *model_->layers) zero_groups_.emplace_back(*dp_, layer->parameters());
+    zero_groups_.emplace_back(*dp_, root);
   }
 
   template <typename Function>
@@ -403,7 +483,9 @@ class MegatronStep {
 
   const Setup& s_;
   Communicator& tp_;
+  Communicator* dp_ = nullptr;  // on the 2-D mesh
   Llama model_;
+  std::vector<ZeroGroup> zero_groups_;
   at::Tensor tokens_, targets_;
 };
 
@@ -471,9 +553,30 @@ template <typename Impl>
 StepResult measure(Impl& impl, int steps) {
   StepResult first = impl.run();
   std::vector<double> seconds;
-  for (int i = 0; i < steps; ++i) seconds.push_back(impl.run().seconds);
+  for (int i = 0; i < steps; ++i) {
+    const StepResult step = impl.run();
+    seconds.push_back(step.seconds);
+    first.last_loss = step.loss;
+  }
   first.seconds = median(seconds);
   return first;
+}
+
+// Both implementations train one model: the same loss as one device at
+// step 0, the same loss as each other after the updates (float32 sums in
+// different orders: a relative tolerance).
+void check_same_model(const std::string& plan, double one_device_loss, const StepResult& ours,
+                      const StepResult& floor) {
+  const auto close = [](double a, double b) {
+    return std::abs(a - b) <= 1e-4 * std::max(1.0, std::abs(b));
+  };
+  DTENSOR_CHECK(close(ours.loss, one_device_loss) && close(floor.loss, one_device_loss) &&
+                    close(ours.last_loss, floor.last_loss),
+                "llama_step_bench: ", plan,
+                ": expected dtensor and the hand-written plan to train one model (step 0 losses ",
+                one_device_loss, " as one device, last losses equal), found step 0 losses ",
+                ours.loss, " and ", floor.loss, ", last losses ", ours.last_loss, " and ",
+                floor.last_loss);
 }
 
 void run_rank(const Options& options, int rank) {
@@ -482,10 +585,13 @@ void run_rank(const Options& options, int rank) {
   at::Generator data = at::detail::createCPUGenerator(11);
   const at::Tensor tokens = at::randint(config.vocab, {batch, seq}, data, at::kLong);
   const at::Tensor targets = tokens.roll(-1, 1);
-  const std::vector<std::pair<LlamaPlan, std::vector<int64_t>>> cases = {
-      {LlamaPlan::kTensorParallel, {4}},
-      {LlamaPlan::kSequenceParallel, {4}},
-      {LlamaPlan::kLossParallel, {4}}};
+  std::vector<std::pair<LlamaPlan, std::vector<int64_t>>> cases;
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{4}, std::vector<int64_t>{2, 2}}) {
+    for (LlamaPlan plan :
+         {LlamaPlan::kTensorParallel, LlamaPlan::kSequenceParallel, LlamaPlan::kLossParallel}) {
+      cases.emplace_back(plan, shape);
+    }
+  }
   double one_device_loss = 0;
   {
     Llama one_device = seeded_model(config);
@@ -501,16 +607,22 @@ void run_rank(const Options& options, int rank) {
   std::vector<Row> rows;
   int ranks = 0;
   for (const auto& [plan, shape] : cases) {
-    const Setup setup{config, plan, init_device_mesh(options.backend, shape, {"tp"}), tokens,
+    const std::vector<std::string> names =
+        shape.size() == 2 ? std::vector<std::string>{"dp", "tp"} : std::vector<std::string>{"tp"};
+    const Setup setup{config, plan, init_device_mesh(options.backend, shape, names), tokens,
                       targets};
     DTensorStep dtensor_step(setup);
     MegatronStep megatron_step(setup);
     const StepResult ours = measure(dtensor_step, options.steps);
     const StepResult floor = measure(megatron_step, options.steps);
+    check_same_model(examples::plan_name(plan) + " on " + setup.mesh.to_string(), one_device_loss,
+                     ours, floor);
     if (rank != 0) continue;
     ranks = static_cast<int>(setup.mesh.world()->size());
-    for (const auto& [name, r] : {std::pair<const char*, const StepResult&>{"dtensor", ours},
-                                  {"hand-written Megatron", floor}}) {
+    for (const auto& [name, r] :
+         {std::pair<const char*, const StepResult&>{"dtensor", ours},
+          {setup.mesh.ndim() == 2 ? "hand-written Megatron + ZeRO-3" : "hand-written Megatron",
+           floor}}) {
       rows.push_back({examples::plan_name(plan), setup.mesh.to_string(), name, r});
       std::printf("| %s | %s | %s | %lld: %s | %.1f: %s | %.2f | %.6f |\n",
                   examples::plan_name(plan).c_str(), setup.mesh.to_string().c_str(), name,

@@ -106,7 +106,10 @@ float32) under each plan as dtensor runs it (`parallelize_llama`), beside a hand
 Megatron plan of the same model (plain shards; the collectives as autograd functions calling the
 communicators): the floor. Collectives and KiB are each rank's per step (KiB: the rank's input
 buffers); step ms is the median over the steps of the slowest rank. Both compute one model: step
-0's loss equals one device's.
+0's loss equals one device's. On the 2-D mesh (dp=2, tp=2) each plan runs over tp with every
+parameter fully sharded over dp (`fully_shard`: one group per block, the rest in the root's),
+beside the Megatron plan with a hand-written ZeRO-3 over dp (per group one flat shard, one
+all-gather before the step, one averaged reduce-scatter of its flat gradient, SGD on the shard).
 """
 
 FSDP_ABOUT = """\

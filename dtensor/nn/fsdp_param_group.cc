@@ -321,8 +321,8 @@ void FsdpParamGroup::accumulate_sharded_gradients(const at::Tensor& reduced) {
     const int64_t numel = c10::multiply_integers(shape);
     at::Tensor local = reduced.narrow(0, param.flat_offset, numel).view(shape).to(sharded.dtype());
     // A gradient left as a pending sum over tp (a replicated parameter used
-    // on split activations) stays one in the shard; reduce_gradients below
-    // reduces the group's together.
+    // on split activations) stays one in the shard; the end of backward
+    // reduces the model's together.
     DTensorSpecPtr spec = sharded.spec_ptr();
     if (param.tp_spec && is_dtensor(grad)) {
       std::vector<PlacementPtr> placements = sharded.placements();
@@ -356,12 +356,7 @@ void FsdpParamGroup::post_backward() {
     // data-parallel ranks is the gradient of the whole batch's mean.
     reduced.div_(static_cast<double>(mesh_.size()));
     accumulate_sharded_gradients(reduced);
-    std::vector<at::Tensor> sharded;
-    for (FsdpParam& param : params_) {
-      param.unsharded.mutable_grad() = at::Tensor();
-      sharded.push_back(param.sharded);
-    }
-    reduce_gradients(sharded);
+    for (FsdpParam& param : params_) param.unsharded.mutable_grad() = at::Tensor();
   }
   if (reshard_after_backward_) reshard();
 }
@@ -372,10 +367,18 @@ void FsdpParamGroup::queue_final_callback() {
   torch::autograd::Engine::get_default_engine().queue_callback([state = model_state_] {
     state->final_callback_queued = false;
     state->forward_order_known = true;
+    std::vector<at::Tensor> sharded;
     for (const std::weak_ptr<FsdpParamGroup>& weak : state->groups) {
       std::shared_ptr<FsdpParamGroup> group = weak.lock();
-      if (group) group->post_backward();
+      if (!group) continue;
+      group->post_backward();
+      for (const FsdpParam& param : group->params()) sharded.push_back(param.sharded);
     }
+    // Pending sums over tp left in the shards (replicated parameters used on
+    // split activations) are reduced in one bucket for the whole model, as a
+    // hand-written plan does, not one per group.
+    at::NoGradGuard no_grad;
+    reduce_gradients(sharded);
   });
 }
 

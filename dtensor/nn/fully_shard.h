@@ -57,7 +57,11 @@
 // tensor parallelism) take a 3-D mesh, e.g. ("replicate", "shard", "tp"):
 // parallelize_module on mesh["tp"], fully_shard on mesh[{"replicate",
 // "shard"}]; a tp Shard(0) parameter is then [Replicate, StridedShard(0,
-// tp), Shard(0)].
+// tp), Shard(0)]. A replicated tp parameter used on split activations (a
+// norm weight under sequence parallelism) has a gradient pending over tp:
+// it stays pending through the reduce-scatter over dp (a sum commutes with
+// it), and the end of backward reduces every group's in one bucket
+// (dtensor/nn/reduce_gradients.h), a 1/dp-sized all-reduce per model.
 //
 // Collective: every rank of the mesh calls fully_shard on the same modules
 // in the same order, and runs the same forward and backward.

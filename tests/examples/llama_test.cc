@@ -11,13 +11,10 @@
 // bucketed all-reduce of the norm and embedding gradients), loss parallel 11
 // (Megatron's 12 less one: the fused cross-entropy all-reduces the row
 // maxima, then each row's sum of exponentials together with its target
-// logit; none in its backward, none to read the loss). On
-// (dp 2, tp 2) with replicated parameters: TP's 10, one bucketed all-reduce
-// of the gradients over dp and one scalar all-reduce for the mean's divisor
-// over the split batch; TP+SP: its 20, with the gradients in two buckets
-// (norm weights: Partial over dp and tp; the rest over dp) and the divisor.
-// Loss parallel: its 11, the bucket and the divisor. Clipping adds one
-// scalar all-reduce.
+// logit; none in its backward, none to read the loss). On (dp 2, tp 2),
+// parameters fully sharded over dp: the 1-D plan's, plus per group (2
+// blocks, the root) one all-gather and one reduce-scatter (16 for TP).
+// Clipping adds one scalar all-reduce.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -69,11 +66,12 @@ const Counts kPartialResidual = kTensorParallel;
 // 2-D (dp 2, tp 2): the 1-D plan's collectives on tp, plus fully_shard's
 // per group (2 blocks, the root) one all-gather and one reduce-scatter on dp
 // (the hand-written FSDP + TP count: 16 for TP). Pending sums over tp (the
-// norms' gradients under sequence parallelism) are reduced in one bucket
-// per group that has them (3, where the 1-D plan has one for the model).
+// norms' gradients under sequence parallelism) stay pending through the
+// reduce-scatter over dp and are reduced in one bucket for the model at the
+// end of backward, as in the 1-D plan.
 const Counts kTensorParallel2d = {{"all_gather_v", 4}, {"all_reduce", 9}, {"reduce_scatter_v", 3}};
 const Counts kSequenceParallel2d = {
-    {"all_gather_v", 13}, {"all_reduce", 3}, {"reduce_scatter_v", 12}};
+    {"all_gather_v", 13}, {"all_reduce", 1}, {"reduce_scatter_v", 12}};
 const Counts kLossParallel2d = {{"all_gather_v", 3}, {"all_reduce", 11}, {"reduce_scatter_v", 3}};
 // fully_shard alone on 4 ranks: per group one all-gather, one reduce-scatter.
 const Counts kFullyShard = {{"all_gather_v", 3}, {"reduce_scatter_v", 3}};
