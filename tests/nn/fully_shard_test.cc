@@ -351,18 +351,30 @@ TEST(FullyShardTest, MixedPrecisionComputesInParamDtypeAndKeepsShardsInTheirs) {
 
 // Two SGD steps (lr 0.1) of `model` on data rank `data_rank`'s quarter of
 // the batch, every gradient and parameter compared with `ref`'s.
-void expect_sgd_steps_like(const Reference& ref, Stack& model, int64_t data_rank) {
+// Returns each step's collectives (forward, backward and update).
+std::vector<Counts> expect_sgd_steps_like(const Reference& ref, Stack& model, int64_t data_rank) {
   constexpr int64_t kRows = 8;
   torch::optim::SGD optimizer(model->parameters(), 0.1);
   const at::Tensor x = batch(kRows).chunk(4)[data_rank];
   const at::Tensor y = target(kRows).chunk(4)[data_rank];
+  std::vector<Counts> collectives;
   for (int64_t step = 0; step < 2; ++step) {
     for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-    (model->forward(x) - y).pow(2).mean().backward();
+    Counts& counts = collectives.emplace_back();
+    {
+      CollectiveCounter counter;
+      (model->forward(x) - y).pow(2).mean().backward();
+      counts.insert(counter.by_collective().begin(), counter.by_collective().end());
+    }
     expect_close(snapshot(model, true), ref.grads[step], "grad step " + std::to_string(step));
-    optimizer.step();
+    {
+      CollectiveCounter counter;
+      optimizer.step();
+      for (const auto& [kind, count] : counter.by_collective()) counts[kind] += count;
+    }
     expect_close(snapshot(model, false), ref.params[step], "param step " + std::to_string(step));
   }
+  return collectives;
 }
 
 TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
@@ -375,7 +387,13 @@ TEST(FullyShardTest, HsdpOnA2DMeshEqualsOneDevice) {
     for (StackBlock& block : model->layers) fully_shard(*block, mesh);
     fully_shard(*model, mesh);
     EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
-    expect_sgd_steps_like(ref, model, rank);
+    // Per step: each group's all-gather over "shard" before its forward and
+    // again before a block's backward (3 + 2), and per group one all-reduce
+    // over both dims that leaves each rank its shard of the averaged
+    // gradient (the planner's cheapest form of reduce-scatter + all-reduce).
+    for (const Counts& step : expect_sgd_steps_like(ref, model, rank)) {
+      EXPECT_EQ(step, (Counts{{"all_gather_v", 5}, {"all_reduce", 3}}));
+    }
   });
 }
 
@@ -415,7 +433,15 @@ TEST(FullyShardTest, HsdpOverTensorParallelEqualsOneDevice) {
       EXPECT_EQ(placements_to_string(DTensor(block->down->weight).placements()), c.down);
       EXPECT_EQ(placements_to_string(DTensor(block->down->bias).placements()), c.bias);
       EXPECT_EQ(placements_to_string(DTensor(model->output->weight).placements()), "R,S(0)");
-      expect_sgd_steps_like(ref, model, dp.coordinate()[0] * 2 + dp.coordinate()[1]);
+      // Per step, HSDP's (above) plus tensor parallelism's: per block one
+      // all-reduce of the rowwise output and one of the colwise input's
+      // gradient, and the small all-gather with which from_local checks
+      // each plain input the styles take (x, and up's local output: uneven
+      // shards need every rank's size).
+      for (const Counts& step :
+           expect_sgd_steps_like(ref, model, dp.coordinate()[0] * 2 + dp.coordinate()[1])) {
+        EXPECT_EQ(step, (Counts{{"all_gather", 4}, {"all_gather_v", 5}, {"all_reduce", 7}}));
+      }
     });
   }
 }
