@@ -76,18 +76,23 @@ void synchronize_device(const RankContext& ctx);
 // The max of `value` over the ranks of ctx.comm, on every rank.
 double max_over_ranks(const RankContext& ctx, double value);
 
-// Seconds of one `call()`, the max over ranks (every rank gets the same
-// value). The barrier lines ranks up so the clock measures the call, not the
-// skew left by the previous iteration's max reduction; the barrier and the
-// max reduction are outside the timed region.
+// Seconds of one `call()` on every rank together: from the earliest rank's
+// start, after a barrier that lines the ranks up, to the last rank's end
+// (every rank gets the same value; the barrier and the reductions are
+// outside the timed region). Not each rank's own duration: where ranks
+// outnumber cores, calls that never wait for each other (raw file I/O) would
+// run one after another and each still time only its own part, while calls
+// that meet in a collective time everyone's. The ranks share one host's
+// monotonic clock (threads, or processes under one mpirun on one machine).
 template <typename Call>
-double time_max_over_ranks(const RankContext& ctx, Call&& call) {
+double time_span_over_ranks(const RankContext& ctx, Call&& call) {
+  using Seconds = std::chrono::duration<double>;
   ctx.comm->barrier();
-  const auto start = std::chrono::steady_clock::now();
+  const Seconds start = std::chrono::steady_clock::now().time_since_epoch();
   call();
   synchronize_device(ctx);
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return max_over_ranks(ctx, elapsed.count());
+  const Seconds end = std::chrono::steady_clock::now().time_since_epoch();
+  return max_over_ranks(ctx, end.count()) + max_over_ranks(ctx, -start.count());
 }
 
 // ---------------------------------------------------------------------------

@@ -30,9 +30,10 @@
 // numbers mean: the directory is $DTENSOR_CHECKPOINT_BENCH_DIR, else /tmp
 // (check with `df` whether that is tmpfs or a disk).
 //
-// Timing: each iteration is barrier, time the call on every rank,
-// all_reduce(max) of the elapsed seconds, the max being Google Benchmark's
-// manual time. Counters (decimal GB/s, as collective_bench):
+// Timing: each iteration is barrier, the call on every rank, then the span
+// from the earliest rank's start to the last rank's end (bench_support.h's
+// time_span_over_ranks) as Google Benchmark's manual time. Counters (decimal GB/s, as
+// collective_bench):
 //   gbps   the global tensor's bytes / time / 1e9
 //   bytes  the global tensor's bytes;  ranks  the world size
 // Names: <case>/<backend>/<n>ranks/<bytes>, e.g. save/local/4ranks/268435456
@@ -146,27 +147,27 @@ class CheckpointRun {
   CheckpointRun(const CheckpointRun&) = delete;
   CheckpointRun& operator=(const CheckpointRun&) = delete;
 
-  // Seconds of one call, the max over ranks (every rank gets the same value).
+  // Seconds of one call on every rank together (bench_support.h).
   double time_one() {
     const at::Tensor local = DTensor(state_.at("w")).to_local();
     switch (which_) {
       case kSave: {
-        const double seconds = bench::time_max_over_ranks(
+        const double seconds = bench::time_span_over_ranks(
             ctx_, [&] { checkpoint::save(state_, join_path(dir_, "save")); });
         if (leader_) checkpoint::remove_tree(join_path(dir_, "save"));
         return seconds;
       }
       case kRawWrite: {
         const double seconds =
-            bench::time_max_over_ranks(ctx_, [&] { raw_write(raw_file_, local); });
+            bench::time_span_over_ranks(ctx_, [&] { raw_write(raw_file_, local); });
         checkpoint::remove_tree(raw_file_);
         return seconds;
       }
       case kLoad:
-        return bench::time_max_over_ranks(
+        return bench::time_span_over_ranks(
             ctx_, [&] { checkpoint::load(state_, join_path(dir_, "load")); });
       default:
-        return bench::time_max_over_ranks(ctx_, [&] { raw_read(raw_file_, buffer_); });
+        return bench::time_span_over_ranks(ctx_, [&] { raw_read(raw_file_, buffer_); });
     }
   }
 

@@ -4,7 +4,8 @@
 // read exactly (https://github.com/huggingface/safetensors).
 //
 // A file is an 8-byte little-endian header length N, a JSON header of N bytes
-// (padded with spaces to a multiple of 8, as the reference writer does), then
+// (padded with spaces: written here so that the data section starts at a
+// multiple of 64 bytes, a multiple of 8 as the reference writer pads), then
 // the data section: each tensor's raw little-endian bytes, row-major. The
 // header maps each tensor's name to {"dtype", "shape", "data_offsets":
 // [begin, end)} (offsets relative to the data section), plus an optional
@@ -47,7 +48,9 @@ struct SafetensorsEntry {
 };
 
 // Writes `tensors` (any device, dtype and strides; written as contiguous CPU
-// bytes, in the order given) and `metadata` as the safetensors file `path`,
+// bytes: first, in the order given, those whose byte sizes are multiples of
+// 64, each then at a 64-byte aligned file offset, where a reader's pread
+// copies fastest; then the others) and `metadata` as the safetensors file `path`,
 // flushed to disk (fsync) before returning. Names must be distinct and not
 // "__metadata__". Throws dtensor::Error on a failed write.
 void write_safetensors(const std::string& path,
