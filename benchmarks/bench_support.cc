@@ -4,13 +4,16 @@
 #include "benchmarks/bench_support.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <sstream>
+#include <string>
 #include <utility>
 
 #include <benchmark/benchmark.h>
@@ -50,6 +53,18 @@ double max_over_ranks(const RankContext& ctx, double value) {
   at::Tensor t = at::full({1}, value, ctx.options.dtype(at::kDouble));
   ctx.comm->all_reduce(t, ReduceOp::kMax);
   return t.item<double>();
+}
+
+void check_one_host(const RankContext& ctx) {
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(file, boot_id);
+  // Exact in a double: 2^52 values are plenty to tell hosts apart.
+  const double mine =
+      static_cast<double>(std::hash<std::string>{}(boot_id) & ((uint64_t{1} << 52) - 1));
+  DTENSOR_CHECK(max_over_ranks(ctx, mine) == -max_over_ranks(ctx, -mine), ctx.program,
+                ": expected every rank on one host (its timings compare clock readings across "
+                "ranks), found ranks on different hosts");
 }
 
 // ---------------------------------------------------------------------------

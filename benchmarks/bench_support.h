@@ -76,14 +76,34 @@ void synchronize_device(const RankContext& ctx);
 // The max of `value` over the ranks of ctx.comm, on every rank.
 double max_over_ranks(const RankContext& ctx, double value);
 
+// Throws on every rank unless every rank runs on this host (the same boot
+// id): time_span_over_ranks compares clock readings across ranks.
+void check_one_host(const RankContext& ctx);
+
+// Seconds of one `call()`, the max over ranks (every rank gets the same
+// value). The barrier lines ranks up so the clock measures the call, not the
+// skew left by the previous iteration's max reduction; the barrier and the
+// max reduction are outside the timed region. For collectives, which line
+// the ranks up themselves.
+template <typename Call>
+double time_max_over_ranks(const RankContext& ctx, Call&& call) {
+  ctx.comm->barrier();
+  const auto start = std::chrono::steady_clock::now();
+  call();
+  synchronize_device(ctx);
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return max_over_ranks(ctx, elapsed.count());
+}
+
 // Seconds of one `call()` on every rank together: from the earliest rank's
 // start, after a barrier that lines the ranks up, to the last rank's end
 // (every rank gets the same value; the barrier and the reductions are
 // outside the timed region). Not each rank's own duration: where ranks
 // outnumber cores, calls that never wait for each other (raw file I/O) would
 // run one after another and each still time only its own part, while calls
-// that meet in a collective time everyone's. The ranks share one host's
-// monotonic clock (threads, or processes under one mpirun on one machine).
+// that meet in a collective time everyone's. The ranks must share one
+// host's monotonic clock (threads, or processes on one machine:
+// check_one_host).
 template <typename Call>
 double time_span_over_ranks(const RankContext& ctx, Call&& call) {
   using Seconds = std::chrono::duration<double>;

@@ -185,6 +185,7 @@ class CheckpointBenchRank final : public BenchRank {
  public:
   explicit CheckpointBenchRank(const RankContext& ctx)
       : BenchRank(ctx), mesh_(ctx.comm, {size_of(ctx)}, {"x"}), dir_(shared_directory(ctx)) {
+    bench::check_one_host(ctx);
     if (rank_of(ctx) == 0) checkpoint::make_directories(dir_);
     ctx.comm->barrier();
   }

@@ -151,9 +151,9 @@ into the shard); **raw read**: open, pread(2) into a buffer made and touched bef
 close: the floor of load. Every save and raw write makes new files (the last ones are removed after
 the clock stops). Time = from the ranks' common start (a barrier) to the last rank's end: where
 ranks outnumber cores, raw reads and writes that never wait for each other run partly one after
-another, so a rank's own duration would undercount them; each cell: time per call / GB/s (decimal: the global
-bytes ÷ time); **ratio** = ours ÷ raw time (= raw GB/s ÷ ours). In full mode each cell gets at
-least 0.5 s of timed iterations (`--benchmark_min_time=0.5`).
+another, so a rank's own duration would undercount them. Each cell: time per call / GB/s
+(decimal: the global bytes ÷ time); **ratio** = ours ÷ raw time (= raw GB/s ÷ ours). In full
+mode each cell gets at least 0.5 s of timed iterations (`--benchmark_min_time=0.5`).
 """
 
 SCALING_ABOUT = """\

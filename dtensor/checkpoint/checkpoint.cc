@@ -387,6 +387,10 @@ void publish(const std::string& tmp, const std::string& dir, int64_t id) {
   remove_leftovers(dir);
 }
 
+std::string temporary_directory(const std::string& target, int64_t id) {
+  return target + ".tmp-" + std::to_string(id);
+}
+
 // A number naming this save's temporary directory.
 int64_t fresh_id() {
   static std::atomic<int64_t> count{0};
@@ -838,13 +842,28 @@ SaveHandle save(const std::map<std::string, at::Tensor>& state, const std::strin
     items.push_back(save_item(name, tensor, items.size(), world));
 
   pending->leader = world.rank == world.ranks.front();
-  pending->id = sum_over_ranks(world, pending->leader ? fresh_id() : 0);
   pending->target = without_trailing_slashes(dir);
-  pending->tmp = pending->target + ".tmp-" + std::to_string(pending->id);
+  // The leader names and makes the temporary directory; one collective
+  // tells every rank its name, or that making it failed (-1).
+  std::optional<std::string> made_error;
+  int64_t made_id = 0;
+  if (pending->leader) {
+    made_id = fresh_id();
+    const std::string tmp = temporary_directory(pending->target, made_id);
+    SavesInFlight::instance().add(tmp);
+    made_error = attempt([&] { make_directories(tmp); });
+    if (made_error) {
+      SavesInFlight::instance().remove(tmp);
+      made_id = -1;
+    }
+  }
+  pending->id = sum_over_ranks(world, made_id);
+  DTENSOR_CHECK(pending->id >= 0, "checkpoint::save: creating the temporary directory for ",
+                pending->target, " failed on rank ", world.ranks.front(),
+                made_error ? ", here: " + *made_error : std::string(), "; ", pending->target,
+                " is unchanged");
+  pending->tmp = temporary_directory(pending->target, pending->id);
   const std::string tmp = pending->tmp;
-  if (pending->leader) SavesInFlight::instance().add(tmp);
-  check_every_rank(world, pending->leader ? attempt([&] { make_directories(tmp); }) : std::nullopt,
-                   "creating " + tmp);
 
   // What this rank writes: views of its tensors, or for an async save their
   // copies in host memory. Errors here are agreed on with the writes' ones.

@@ -141,13 +141,18 @@ constexpr int64_t kDataAlignment = 64;
 int64_t byte_size(const at::Tensor& tensor) { return tensor.numel() * tensor.element_size(); }
 
 // The order the data section holds `tensors` in: those whose sizes are
-// multiples of kDataAlignment (all start aligned), then the rest, each
-// group in the order given.
+// multiples of kDataAlignment (all start aligned), then the rest by element
+// size, largest first (each starts at a multiple of its element size, as
+// the reference writer keeps them); otherwise in the order given.
 std::vector<size_t> data_order(const std::vector<at::Tensor>& tensors) {
   std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_partition(order.begin(), order.end(),
-                        [&](size_t i) { return byte_size(tensors[i]) % kDataAlignment == 0; });
+  const auto rest = std::stable_partition(order.begin(), order.end(), [&](size_t i) {
+    return byte_size(tensors[i]) % kDataAlignment == 0;
+  });
+  std::stable_sort(rest, order.end(), [&](size_t a, size_t b) {
+    return tensors[a].element_size() > tensors[b].element_size();
+  });
   return order;
 }
 

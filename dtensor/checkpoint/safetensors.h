@@ -50,8 +50,9 @@ struct SafetensorsEntry {
 // Writes `tensors` (any device, dtype and strides; written as contiguous CPU
 // bytes: first, in the order given, those whose byte sizes are multiples of
 // 64, each then at a 64-byte aligned file offset, where a reader's pread
-// copies fastest; then the others) and `metadata` as the safetensors file `path`,
-// flushed to disk (fsync) before returning. Names must be distinct and not
+// copies fastest; then the others, larger elements first, each at a
+// multiple of its element size) and `metadata` as the safetensors file
+// `path`, flushed to disk (fsync) before returning. Names must be distinct and not
 // "__metadata__". Throws dtensor::Error on a failed write.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, at::Tensor>>& tensors,

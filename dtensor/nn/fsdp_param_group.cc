@@ -377,7 +377,6 @@ void FsdpParamGroup::queue_final_callback() {
     // Pending sums over tp left in the shards (replicated parameters used on
     // split activations) are reduced in one bucket for the whole model, as a
     // hand-written plan does, not one per group.
-    at::NoGradGuard no_grad;
     reduce_gradients(sharded);
   });
 }

@@ -61,7 +61,7 @@
 // norm weight under sequence parallelism) has a gradient pending over tp:
 // it stays pending through the reduce-scatter over dp (a sum commutes with
 // it), and the end of backward reduces every group's in one bucket
-// (dtensor/nn/reduce_gradients.h), a 1/dp-sized all-reduce per model.
+// (dtensor/nn/reduce_gradients.h): one all-reduce per model, of the shards.
 //
 // Collective: every rank of the mesh calls fully_shard on the same modules
 // in the same order, and runs the same forward and backward.

@@ -6,8 +6,9 @@
 // the model and data on each rank's GPU), beside the same training
 // on one device, and prints every step's loss, its agreement with one device
 // and the collectives it ran. Exits 1 when a step differs from one device
-// (float64: by more than 1e-9; with --dtype=float32, which takes CUDA's fused
-// attention kernels under NCCL, by more than 1e-4).
+// (float64: by more than 1e-9; with --dtype=float32, by more than 1e-4:
+// libtorch 2.x's SDPA then picks a fused attention kernel, CUDA's under
+// NCCL, the CPU flash one on the local and MPI backends).
 #include <cmath>
 #include <cstdio>
 #include <optional>

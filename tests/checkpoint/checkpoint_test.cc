@@ -264,8 +264,9 @@ std::map<std::string, at::Tensor> read_all(const std::string& path) {
 
 // Every tensor whose byte size is a multiple of 64 starts at a 64-byte
 // aligned file offset (the data section starts aligned, such tensors come
-// first), where a reader's pread copies fastest; the file still reads back
-// exactly with the independent reader, odd sizes included.
+// first), where a reader's pread copies fastest; every other one at a
+// multiple of its element size; the file still reads back exactly with the
+// independent reader.
 TEST(CheckpointTest, WrittenTensorsStartCacheLineAligned) {
   TempDir dir;
   const std::string path = dir / "aligned.safetensors";
@@ -280,6 +281,9 @@ TEST(CheckpointTest, WrittenTensorsStartCacheLineAligned) {
   const SafetensorsReader reader(path);
   for (const char* name : {"b_aligned", "d_aligned"}) {
     EXPECT_EQ((data_start + reader.entry(name).begin) % 64, 0) << name;
+  }
+  for (const auto& [name, tensor] : written) {
+    EXPECT_EQ((data_start + reader.entry(name).begin) % tensor.element_size(), 0) << name;
   }
   const std::map<std::string, at::Tensor> read = read_all(path);
   ASSERT_EQ(read.size(), written.size());
@@ -429,6 +433,25 @@ TEST(CheckpointTest, FailedSaveLeavesTheOlderCheckpoint) {
   State state = {{"w", at::zeros({5, 3})}};
   load(state, path);
   EXPECT_TRUE(at::equal(state["w"], at::full({5, 3}, 1.0)));
+  EXPECT_EQ(directory_entries(dir.path()).size(), 1u);
+}
+
+// A temporary directory that cannot be made (its parent is a file) fails
+// the save on every rank, naming the leader's error, before anything is
+// written.
+TEST(CheckpointTest, SaveWhoseDirectoryCannotBeMadeFailsOnEveryRank) {
+  TempDir dir;
+  const std::string file = dir / "a-file";
+  std::ofstream(file) << "not a directory";
+  run_ranks(4, [&](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    const State state = {{"w", lay_out(at::full({5, 3}, 1.0), mesh, "S(0)")}};
+    DTENSOR_EXPECT_ERROR(
+        save(state, join_path(file, "ckpt")),
+        rank == 0
+            ? "creating the temporary directory for " + file + "/ckpt failed on rank 0, here: "
+            : "creating the temporary directory for " + file + "/ckpt failed on rank 0; ");
+  });
   EXPECT_EQ(directory_entries(dir.path()).size(), 1u);
 }
 

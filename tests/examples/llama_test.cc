@@ -25,13 +25,16 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <dtensor/dispatch/dispatch.h>
 #include <dtensor/dispatch/fallback_recorder.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
+#include <dtensor/nn/fully_shard.h>
 #include <dtensor/nn/parallelize.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include "examples/llama/llama_parallel.h"
 #include "tests/support/expect_error.h"
 
@@ -292,6 +295,40 @@ TEST(LlamaPlanTest, FullyShardOverTensorParallelStoresPyTorchsLayouts) {
         EXPECT_EQ(placements_to_string(parameter.placements()), layouts.at(p.key())) << p.key();
       }
       EXPECT_TRUE(at::equal(parameter.full_tensor(), want[p.key()])) << p.key();
+    }
+  });
+}
+
+// Gradient accumulation under TP+SP over (dp 2, tp 2): two micro-batches,
+// the first with gradient sync off, give every gradient of one device's
+// step on the whole batch. The norms' and the embedding's gradients are
+// pending sums over tp; accumulated unreduced, reduce-scattered over dp
+// once, then reduced over tp in one bucket at the end of the backward that
+// syncs (1 all-reduce), not per micro-batch or per group.
+TEST(LlamaPlanTest, GradientAccumulationUnderSequenceParallelOn2dEqualsOneBigBatch) {
+  const LlamaConfig config;
+  const at::Tensor tokens =
+      at::arange(4 * 8, at::kLong).reshape({4, 8}).mul(7).remainder(config.vocab);
+  const at::Tensor targets = tokens.roll(-1, 1);
+  Llama reference = same_model(config);
+  reference->loss(tokens, targets).backward();
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"dp", "tp"});
+    Llama model = same_model(config);
+    parallelize_llama(model, mesh, LlamaPlan::kSequenceParallel);
+    const nn::FSDPModule root = nn::fsdp_module(*model);
+    const std::vector<at::Tensor> inputs = llama_batch(tokens, mesh).chunk(2, 0);
+    const std::vector<at::Tensor> labels = llama_batch(targets, mesh).chunk(2, 0);
+    root.set_requires_gradient_sync(false);
+    (model->loss(inputs[0], labels[0]) / 2).backward();
+    root.set_requires_gradient_sync(true);
+    CollectiveCounter counter;
+    (model->loss(inputs[1], labels[1]) / 2).backward();
+    EXPECT_EQ(counter.count("all_reduce"), 1);
+    const auto want = reference->named_parameters();
+    for (const auto& p : model->named_parameters()) {
+      const at::Tensor grad = DTensor(p->grad()).full_tensor();
+      EXPECT_LE((grad - want[p.key()].grad()).abs().max().item<double>(), 1e-12) << p.key();
     }
   });
 }
