@@ -40,4 +40,17 @@ std::string OpCall::describe_inputs() const {
   return out;
 }
 
+int64_t argument_written_by_return(const c10::FunctionSchema& schema, size_t j) {
+  const c10::AliasInfo* alias = schema.returns()[j].alias_info();
+  if (alias == nullptr || !alias->isWrite()) return -1;
+  const std::vector<c10::Argument>& arguments = schema.arguments();
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    const c10::AliasInfo* written = arguments[a].alias_info();
+    if (written != nullptr && written->isWrite() && written->beforeSets() == alias->beforeSets()) {
+      return static_cast<int64_t>(a);
+    }
+  }
+  return -1;
+}
+
 }  // namespace dtensor

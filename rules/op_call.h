@@ -65,4 +65,8 @@ class OpCall {
   DeviceMesh mesh_;
 };
 
+// The argument that return `j` of `schema` aliases and writes (an in-place
+// or out= op's), or -1.
+int64_t argument_written_by_return(const c10::FunctionSchema& schema, size_t j);
+
 }  // namespace dtensor
