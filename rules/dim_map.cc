@@ -5,6 +5,8 @@
 #include <numeric>
 #include <optional>
 
+#include <ATen/TensorUtils.h>
+
 #include <dtensor/base/check.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
@@ -266,13 +268,17 @@ Strategy reshape_strategy() {
 }
 
 // The shard takes its own output shape; a shard whose strides do not allow
-// a view is copied, as reshape would do.
+// a view is copied, as reshape would do. Where they allow one, the view is
+// what reshape returns, made without reshape's symbolic-size bookkeeping
+// (as long again as the view itself).
 void reshape_kernel(const c10::OperatorHandle&, torch::jit::Stack& stack,
                     const LocalContext& context) {
   const at::Tensor local = stack[0].toTensor();
   const auto& shape = local_output_shape(context, 0, local.scalar_type());
   torch::jit::drop(stack, stack.size());
-  stack.push_back(local.reshape(shape));
+  const bool viewable = local.layout() == at::kStrided &&
+                        at::detail::computeStride(local.sizes(), local.strides(), shape);
+  stack.push_back(viewable ? local.view(shape) : local.reshape(shape));
 }
 
 }  // namespace dtensor

@@ -3,14 +3,14 @@
 
 #include <dtensor/base/check.h>
 #include <dtensor/rules/propagation.h>
+#include <dtensor/rules/strategy.h>
 
 namespace dtensor {
 
 const std::vector<int64_t>& local_output_shape(const LocalContext& context, size_t k,
                                                c10::ScalarType dtype) {
   const std::vector<int64_t>& shape = context.propagation.output_shapes[k];
-  DTENSOR_CHECK(shape.empty() || shape.back() != kSizedByKernel, context.call.op_name(),
-                ": output ", k,
+  DTENSOR_CHECK(!has_kernel_sized_dims(shape), context.call.op_name(), ": output ", k,
                 " is sized by its kernel; expected an output whose shape the rule gives");
   return context.propagation.output_spec(k, dtype, context.mesh)->local_layout().local_shape;
 }

@@ -9,6 +9,11 @@ namespace dtensor {
 
 OpCall::OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
                std::vector<TensorInput> inputs, DeviceMesh mesh)
+    : OpCall(op, arguments, std::move(inputs),
+             std::make_shared<const DeviceMesh>(std::move(mesh))) {}
+
+OpCall::OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+               std::vector<TensorInput> inputs, std::shared_ptr<const DeviceMesh> mesh)
     : op_(op), arguments_(arguments), inputs_(std::move(inputs)), mesh_(std::move(mesh)) {}
 
 std::string OpCall::op_name() const { return op_name_string(op_.operator_name()); }
@@ -38,6 +43,19 @@ std::string OpCall::describe_inputs() const {
     absl::StrAppend(&out, "]");
   }
   return out;
+}
+
+int64_t argument_written_by_return(const c10::FunctionSchema& schema, size_t j) {
+  const c10::AliasInfo* alias = schema.returns()[j].alias_info();
+  if (alias == nullptr || !alias->isWrite()) return -1;
+  const std::vector<c10::Argument>& arguments = schema.arguments();
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    const c10::AliasInfo* written = arguments[a].alias_info();
+    if (written != nullptr && written->isWrite() && written->beforeSets() == alias->beforeSets()) {
+      return static_cast<int64_t>(a);
+    }
+  }
+  return -1;
 }
 
 }  // namespace dtensor

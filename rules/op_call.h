@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ class OpCall {
  public:
   OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
          std::vector<TensorInput> inputs, DeviceMesh mesh);
+  // The mesh shared, not copied: the dispatcher builds a call per op that
+  // has a local kernel, and passes the mesh of an input's spec.
+  OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+         std::vector<TensorInput> inputs, std::shared_ptr<const DeviceMesh> mesh);
 
   const c10::OperatorHandle& op() const { return op_; }
   const c10::FunctionSchema& schema() const { return op_.schema(); }
@@ -49,7 +54,7 @@ class OpCall {
   size_t num_inputs() const { return inputs_.size(); }
   // The input that is argument `argument` (the first element for a list).
   const TensorInput* input_of_argument(size_t argument) const;
-  const DeviceMesh& mesh() const { return mesh_; }
+  const DeviceMesh& mesh() const { return *mesh_; }
 
   // The placement of input `i` on mesh dim `m`.
   const PlacementPtr& placement(size_t i, int64_t m) const {
@@ -62,7 +67,11 @@ class OpCall {
   const c10::OperatorHandle& op_;
   c10::ArrayRef<c10::IValue> arguments_;
   std::vector<TensorInput> inputs_;
-  DeviceMesh mesh_;
+  std::shared_ptr<const DeviceMesh> mesh_;
 };
+
+// The argument that return `j` of `schema` aliases and writes (an in-place
+// or out= op's), or -1.
+int64_t argument_written_by_return(const c10::FunctionSchema& schema, size_t j);
 
 }  // namespace dtensor

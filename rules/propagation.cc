@@ -34,7 +34,6 @@ int64_t global_bytes(const DTensorSpec& spec) {
 std::vector<ReturnLayout> return_layouts(const OpCall& call, size_t num_outputs,
                                          const std::vector<size_t>& list_sizes) {
   const auto& returns = call.schema().returns();
-  const auto& arguments = call.schema().arguments();
   std::vector<ReturnLayout> out(returns.size());
   size_t next = 0, next_list = 0;
   for (size_t j = 0; j < returns.size(); ++j) {
@@ -49,15 +48,7 @@ std::vector<ReturnLayout> return_layouts(const OpCall& call, size_t num_outputs,
       layout.count = list_sizes.at(next_list++);
     }
     next += layout.count;
-    const c10::AliasInfo* alias = returns[j].alias_info();
-    if (alias == nullptr || !alias->isWrite()) continue;
-    for (size_t a = 0; a < arguments.size(); ++a) {
-      const c10::AliasInfo* arg_alias = arguments[a].alias_info();
-      if (arg_alias != nullptr && arg_alias->isWrite() &&
-          arg_alias->beforeSets() == alias->beforeSets()) {
-        layout.writes_argument = static_cast<int64_t>(a);
-      }
-    }
+    layout.writes_argument = argument_written_by_return(call.schema(), j);
   }
   DTENSOR_CHECK(next == num_outputs, call.op_name(), ": expected ", next,
                 " output tensors from the schema, found ", num_outputs, " shapes");
@@ -99,10 +90,6 @@ std::pair<std::vector<std::vector<int64_t>>, std::vector<size_t>> run_on_meta(co
 struct Choice {
   std::vector<const CandidateRow*> rows;  // one per mesh dim
 };
-
-bool has_kernel_sized_dims(const std::vector<int64_t>& shape) {
-  return !shape.empty() && shape.back() == kSizedByKernel;
-}
 
 // `shape` with its kernel-sized tail (kSizedByKernel) replaced by the dims
 // of `local` from there on.

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include <dtensor/base/check.h>
 #include <dtensor/base/registry.h>
 #include "absl/hash/hash.h"
 
@@ -43,9 +44,14 @@ std::optional<PropagationKey> PropagationKey::of(const c10::OperatorHandle& op,
     if (!key.encode(value, spec_of)) return std::nullopt;
   }
   size_t h = absl::HashOf(key.op_, absl::Span<const int64_t>(key.words_.data(), key.words_.size()));
-  for (const DTensorSpecPtr& spec : key.specs_) h = absl::HashOf(h, spec->hash());
+  for (const DTensorSpec* spec : key.specs_) h = absl::HashOf(h, spec->hash());
   key.hash_ = h;
   return key;
+}
+
+void PropagationKey::hold_specs() {
+  for (const DTensorSpecPtr* spec : borrowed_) held_.push_back(*spec);
+  borrowed_.clear();
 }
 
 void PropagationKey::encode_tensor(const at::Tensor& tensor, SpecOfTensor spec_of) {
@@ -53,7 +59,8 @@ void PropagationKey::encode_tensor(const at::Tensor& tensor, SpecOfTensor spec_o
     words_.push_back(kUndefinedTensor);
   } else if (const DTensorSpecPtr* spec = spec_of(tensor)) {
     words_.push_back(kDTensor);
-    specs_.push_back(*spec);
+    specs_.push_back(spec->get());
+    borrowed_.push_back(spec);
   } else {
     words_.push_back(kPlainTensor);
     words_.push_back(static_cast<int64_t>(tensor.scalar_type()));
@@ -133,6 +140,7 @@ PropagationPtr PropagationCache::find(const PropagationKey& key) {
 }
 
 PropagationPtr PropagationCache::insert(PropagationKey key, PropagationPtr result) {
+  DTENSOR_CHECK(key.holds_specs(), "PropagationCache::insert: internal: the key borrows its specs");
   return entries_.insert(std::move(key), std::move(result));
 }
 

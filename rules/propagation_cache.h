@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -39,10 +40,16 @@ using SpecOfTensor = const DTensorSpecPtr* (*)(const at::Tensor& tensor);
 class PropagationKey {
  public:
   // The key of a call, or nullopt when an argument cannot be encoded exactly.
-  // `mode_bits` distinguishes dispatch modes that change the result.
+  // `mode_bits` distinguishes dispatch modes that change the result. The key
+  // borrows the DTensor arguments' specs (a lookup costs no reference
+  // counting): it is valid while they are, unless it holds them.
   static std::optional<PropagationKey> of(const c10::OperatorHandle& op,
                                           c10::ArrayRef<c10::IValue> arguments, uint64_t mode_bits,
                                           SpecOfTensor spec_of);
+
+  // Takes shares of the specs the key borrows, so that it outlives the call.
+  void hold_specs();
+  bool holds_specs() const { return borrowed_.empty(); }
 
   friend bool operator==(const PropagationKey& a, const PropagationKey& b);
   template <typename H>
@@ -56,7 +63,11 @@ class PropagationKey {
   void encode_tensor(const at::Tensor& tensor, SpecOfTensor spec_of);
 
   const void* op_ = nullptr;
-  absl::InlinedVector<DTensorSpecPtr, 4> specs_;
+  absl::InlinedVector<const DTensorSpec*, 4> specs_;
+  // Where the borrowed specs are owned (the arguments' DTensors); empty once
+  // `held_` owns them.
+  absl::InlinedVector<const DTensorSpecPtr*, 4> borrowed_;
+  std::vector<DTensorSpecPtr> held_;
   absl::InlinedVector<int64_t, 24> words_;
   size_t hash_ = 0;
 };
@@ -72,8 +83,9 @@ class PropagationCache {
   // The result cached under `key`, now the most recently used; null when
   // absent.
   PropagationPtr find(const PropagationKey& key);
-  // Caches `result` under `key` (evicting the least recently used result
-  // when full) and returns it, or the result cached there already.
+  // Caches `result` under `key`, which must hold its specs (evicting the
+  // least recently used result when full), and returns it, or the result
+  // cached there already.
   PropagationPtr insert(PropagationKey key, PropagationPtr result);
   int64_t size() const { return entries_.size(); }
 

@@ -56,6 +56,10 @@ struct ShardingRow {
 // whose shapes vary between libtorch versions). {kSizedByKernel} alone is
 // the local result's whole shape: every row places it Replicate or Partial.
 inline constexpr int64_t kSizedByKernel = -1;
+// Whether `shape` ends in kSizedByKernel.
+inline bool has_kernel_sized_dims(const std::vector<int64_t>& shape) {
+  return !shape.empty() && shape.back() == kSizedByKernel;
+}
 using OutputShapesFn = std::function<std::vector<std::vector<int64_t>>(const OpCall&)>;
 
 struct Strategy {

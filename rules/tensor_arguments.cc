@@ -1,16 +1,25 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/rules/tensor_arguments.h>
 
+#include <algorithm>
+
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
 namespace dtensor {
 namespace {
 
-// Tensor?[] arguments (index, index_put) arrive as generic lists.
-bool is_optional_tensor_list(const c10::IValue& value) {
-  return value.isList() && !value.isTensorList() &&
-         value.toList().elementType()->isSubtypeOf(*c10::OptionalType::ofTensor());
+// Whether `value` is a Tensor[] or a Tensor?[] (index, index_put: a generic
+// list) holding a tensor. Lists without one (int[], only None) hold nothing
+// to visit, and skip the type checks, which cost as much as the rest of a
+// cached op's bookkeeping.
+bool holds_tensor_list(const c10::IValue& value) {
+  if (!value.isList()) return false;
+  const c10::ArrayRef<c10::IValue> elements = value.toListRef();
+  return std::any_of(elements.begin(), elements.end(),
+                     [](const c10::IValue& e) { return e.isTensor(); }) &&
+         (value.isTensorList() ||
+          value.toList().elementType()->isSubtypeOf(*c10::OptionalType::ofTensor()));
 }
 
 }  // namespace
@@ -21,7 +30,7 @@ void for_each_tensor_argument(c10::ArrayRef<c10::IValue> arguments,
     const c10::IValue& value = arguments[a];
     if (value.isTensor()) {
       if (value.toTensor().defined()) fn(value.toTensor(), a, -1);
-    } else if (value.isTensorList() || is_optional_tensor_list(value)) {
+    } else if (holds_tensor_list(value)) {
       const auto elements = value.toListRef();
       for (size_t i = 0; i < elements.size(); ++i) {
         if (elements[i].isTensor() && elements[i].toTensor().defined()) {
@@ -34,11 +43,13 @@ void for_each_tensor_argument(c10::ArrayRef<c10::IValue> arguments,
 
 torch::jit::Stack map_tensor_arguments(c10::ArrayRef<c10::IValue> arguments,
                                        const std::function<at::Tensor(const at::Tensor&)>& fn) {
-  torch::jit::Stack out(arguments.begin(), arguments.end());
-  for (size_t a = 0; a < arguments.size(); ++a) {
-    const c10::IValue& value = arguments[a];
-    if (value.isTensor()) {
-      if (value.toTensor().defined()) out[a] = fn(value.toTensor());
+  torch::jit::Stack out;
+  out.reserve(arguments.size());
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor() && value.toTensor().defined()) {
+      out.emplace_back(fn(value.toTensor()));
+    } else if (!holds_tensor_list(value)) {
+      out.push_back(value);
     } else if (value.isTensorList()) {
       c10::List<at::Tensor> list;
       const c10::List<at::Tensor> tensors = value.toTensorList();
@@ -47,14 +58,14 @@ torch::jit::Stack map_tensor_arguments(c10::ArrayRef<c10::IValue> arguments,
         const at::Tensor t = tensors.get(i);
         list.push_back(t.defined() ? fn(t) : t);
       }
-      out[a] = list;
-    } else if (is_optional_tensor_list(value)) {
+      out.emplace_back(list);
+    } else {
       c10::List<c10::optional<at::Tensor>> list;
       for (const c10::IValue& e : value.toListRef()) {
         const bool defined = e.isTensor() && e.toTensor().defined();
         list.push_back(defined ? c10::optional<at::Tensor>(fn(e.toTensor())) : c10::nullopt);
       }
-      out[a] = list;
+      out.emplace_back(list);
     }
   }
   return out;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <typeinfo>
 
 #include <c10/util/strides.h>
 
@@ -158,12 +159,11 @@ const at::Tensor* DTensorImpl::fully_reduced_form() const {
 void DTensorImpl::release_resources() {
   local_ = at::Tensor();
   reduced_forms_.clear();
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    pending_.reset();
-  }
+  // Unlocked: without a strong reference, no other thread can reach it.
+  pending_.reset();
+  has_pending_.store(false, std::memory_order_relaxed);
   view_source_.reset();
-  origin_ = Origin();
+  if (origin_.view) origin_ = Origin();
   c10::TensorImpl::release_resources();
 }
 
@@ -191,20 +191,30 @@ void DTensorImpl::settle() const {
   has_pending_.store(false, std::memory_order_release);
 }
 
+namespace {
+
+// `impl` as a DTensorImpl, or null. DTensorImpl is final, so comparing type
+// infos is exact, and cheaper than a dynamic_cast on every op's arguments.
+DTensorImpl* as_dtensor_impl(c10::TensorImpl* impl) {
+  return typeid(*impl) == typeid(DTensorImpl) ? static_cast<DTensorImpl*>(impl) : nullptr;
+}
+
+}  // namespace
+
 bool is_dtensor(const at::Tensor& tensor) {
   return tensor.defined() && tensor.key_set().has(kDTensorDispatchKey) &&
-         dynamic_cast<DTensorImpl*>(tensor.unsafeGetTensorImpl()) != nullptr;
+         as_dtensor_impl(tensor.unsafeGetTensorImpl()) != nullptr;
 }
 
 const DTensorSpecPtr* dtensor_spec_or_null(const at::Tensor& tensor) {
   if (!tensor.defined() || !tensor.key_set().has(kDTensorDispatchKey)) return nullptr;
-  const auto* impl = dynamic_cast<const DTensorImpl*>(tensor.unsafeGetTensorImpl());
+  const DTensorImpl* impl = as_dtensor_impl(tensor.unsafeGetTensorImpl());
   return impl == nullptr ? nullptr : &impl->spec();
 }
 
 DTensorImpl* dtensor_impl(const at::Tensor& tensor) {
   DTENSOR_CHECK(tensor.defined(), "expected a DTensor, found an undefined tensor");
-  auto* impl = dynamic_cast<DTensorImpl*>(tensor.unsafeGetTensorImpl());
+  DTensorImpl* impl = as_dtensor_impl(tensor.unsafeGetTensorImpl());
   DTENSOR_CHECK(impl != nullptr, "expected a DTensor, found a plain tensor of shape ",
                 tensor.sizes(), " on ", tensor.device());
   return impl;
@@ -239,19 +249,16 @@ std::vector<int64_t> memory_order(const at::Tensor& local,
 
 }  // namespace
 
-std::vector<int64_t> global_strides_like(const at::Tensor& local,
-                                         const std::vector<int64_t>& global_shape,
-                                         const std::vector<int64_t>& min_local_sizes) {
+c10::DimVector global_strides_like(const at::Tensor& local,
+                                   const std::vector<int64_t>& global_shape,
+                                   const std::vector<int64_t>& min_local_sizes) {
   // The common case, without ordering dims: a contiguous non-empty shard
   // (its dims of more than one element have strictly falling strides, so
   // the order below is the dims' own). An empty one may carry any strides.
-  if (local.numel() > 0 && local.is_contiguous()) {
-    const c10::DimVector strides = c10::contiguous_strides(global_shape);
-    return {strides.begin(), strides.end()};
-  }
+  if (local.numel() > 0 && local.is_contiguous()) return c10::contiguous_strides(global_shape);
   const int64_t ndim = static_cast<int64_t>(global_shape.size());
   const std::vector<int64_t> order = memory_order(local, min_local_sizes);
-  std::vector<int64_t> strides(ndim, 0);
+  c10::DimVector strides(ndim, 0);
   int64_t running = 1;
   for (int64_t i = ndim - 1; i >= 0; --i) {
     const int64_t d = order[i];

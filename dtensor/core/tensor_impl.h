@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <c10/core/TensorImpl.h>
+#include <c10/util/DimVector.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -169,8 +170,8 @@ at::Tensor make_dtensor_tensor(at::Tensor local, DTensorSpecPtr spec);
 // dims every rank holds more than one index of: only those are ordered by
 // stride, so that every rank reports the same strides (a 1-wide shard's
 // strides say nothing about the order of that dim).
-std::vector<int64_t> global_strides_like(const at::Tensor& local,
-                                         const std::vector<int64_t>& global_shape,
-                                         const std::vector<int64_t>& min_local_sizes);
+c10::DimVector global_strides_like(const at::Tensor& local,
+                                   const std::vector<int64_t>& global_shape,
+                                   const std::vector<int64_t>& min_local_sizes);
 
 }  // namespace dtensor

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
@@ -25,20 +26,25 @@ std::string op_name_of(const c10::OperatorHandle& op) { return op_name_string(op
 
 OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
                  const DispatchModes& modes) {
-  const DeviceMesh* mesh = nullptr;
+  const DTensorSpecPtr* first = nullptr;  // the first DTensor's spec, whose mesh the call shares
   for_each_tensor_argument(arguments, [&](const at::Tensor& t, size_t, int64_t) {
-    if (!is_dtensor(t)) return;
-    const DeviceMesh& other = dtensor_impl(t)->spec()->mesh();
-    if (mesh == nullptr) mesh = &other;
-    DTENSOR_CHECK(*mesh == other, op_name_of(op), ": expected every DTensor on one mesh, found ",
-                  mesh->to_string(), " and ", other.to_string());
+    const DTensorSpecPtr* spec = dtensor_spec_or_null(t);
+    if (spec == nullptr) return;
+    if (first == nullptr) first = spec;
+    const DeviceMesh& mesh = (*first)->mesh();
+    const DeviceMesh& other = (*spec)->mesh();
+    DTENSOR_CHECK(&mesh == &other || mesh == other, op_name_of(op),
+                  ": expected every DTensor on one mesh, found ", mesh.to_string(), " and ",
+                  other.to_string());
   });
-  DTENSOR_CHECK(mesh != nullptr, op_name_of(op), ": expected a DTensor argument, found none");
+  DTENSOR_CHECK(first != nullptr, op_name_of(op), ": expected a DTensor argument, found none");
+  const std::shared_ptr<const DeviceMesh> mesh(*first, &(*first)->mesh());
   std::vector<TensorInput> inputs;
   for_each_tensor_argument(arguments, [&](const at::Tensor& t, size_t a, int64_t list_index) {
-    TensorInput input{a, list_index, nullptr, is_dtensor(t)};
+    const DTensorSpecPtr* spec = dtensor_spec_or_null(t);
+    TensorInput input{a, list_index, nullptr, spec != nullptr};
     if (input.is_dtensor) {
-      input.spec = dtensor_impl(t)->spec();
+      input.spec = *spec;
     } else {
       DTENSOR_CHECK(t.dim() == 0 || modes.implicit_replication, op_name_of(op), ": argument ", a,
                     " is a plain tensor of shape [", absl::StrJoin(t.sizes(), ", "),
@@ -50,7 +56,7 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
     }
     inputs.push_back(std::move(input));
   });
-  return OpCall(op, arguments, std::move(inputs), *mesh);
+  return OpCall(op, arguments, std::move(inputs), mesh);
 }
 
 namespace {
@@ -334,6 +340,7 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   // A hit skips building the call: the key pins everything make_call checks.
   std::optional<OpCall> call;
   if (propagation == nullptr) {
+    if (key) key->hold_specs();  // before anything runs that could replace them
     call.emplace(make_call(op, arguments, modes));
     PropagationPtr result = propagate(*call, modes.propagation);
     propagation = key ? cache.insert(std::move(*key), std::move(result)) : std::move(result);
@@ -350,46 +357,50 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
 void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                           const Propagation& propagation, const OpCall* call) {
   const size_t num_arguments = op.schema().arguments().size();
-  const std::vector<c10::IValue> arguments(stack.end() - num_arguments, stack.end());
+  // The arguments stay on the stack, uncopied, until the results replace them.
+  const c10::ArrayRef<c10::IValue> arguments = torch::jit::last(stack, num_arguments);
   check_written_shapes(op, arguments, propagation);
   check_writes_reach_their_tensors(op, arguments, propagation);
-  torch::jit::Stack locals = local_arguments(arguments, propagation);
+  torch::jit::Stack results = local_arguments(arguments, propagation);
   const DeviceMesh& mesh = propagation.input_targets.front()->mesh();
   if (propagation.local_kernel) {
     DTENSOR_CHECK(call != nullptr, op_name_of(op), ": a custom local kernel needs the call");
-    propagation.local_kernel(op, locals, LocalContext{*call, propagation, mesh});
+    propagation.local_kernel(op, results, LocalContext{*call, propagation, mesh});
   } else {
-    op.callBoxed(locals);
+    op.callBoxed(results);
   }
-  torch::jit::drop(stack, num_arguments);
+  // The local results become the call's, one by one.
   for (size_t j = 0; j < propagation.returns.size(); ++j) {
     const ReturnLayout& ret = propagation.returns[j];
+    c10::IValue& result = results[j];
     if (ret.writes_argument >= 0) {
       if (propagation.updates_layout_in_place) {
-        const at::Tensor& local = locals[j].toTensor();
+        const at::Tensor& local = result.toTensor();
         dtensor_impl(arguments[ret.writes_argument].toTensor())
             ->replace(local, propagation.output_spec(ret.first_output, local.scalar_type(), mesh,
                                                      local.sizes()));
       }
-      stack.push_back(arguments[ret.writes_argument]);
+      result = arguments[ret.writes_argument];
     } else if (ret.kind == ReturnLayout::Kind::kTensor) {
-      at::Tensor out = wrap(op, propagation, ret.first_output, locals[j].toTensor(), mesh);
+      at::Tensor out = wrap(op, propagation, ret.first_output, result.toTensor(), mesh);
       mark_copied_view(op, j, arguments, propagation, out);
       remember_view_of_pending_sums(op, j, arguments, propagation, out);
-      stack.push_back(std::move(out));
+      result = std::move(out);
     } else if (ret.kind == ReturnLayout::Kind::kTensorList) {
       c10::List<at::Tensor> list;
-      const auto local_list = locals[j].toTensorList();
+      const auto local_list = result.toTensorList();
       for (size_t k = 0; k < local_list.size(); ++k) {
         at::Tensor out = wrap(op, propagation, ret.first_output + k, local_list[k], mesh);
         mark_copied_view(op, j, arguments, propagation, out);
         list.push_back(std::move(out));
       }
-      stack.push_back(list);
-    } else {
-      stack.push_back(locals[j]);
+      result = list;
     }
   }
+  torch::jit::drop(stack, num_arguments);
+  const auto returned = results.begin() + static_cast<std::ptrdiff_t>(propagation.returns.size());
+  stack.insert(stack.end(), std::make_move_iterator(results.begin()),
+               std::make_move_iterator(returned));
 }
 
 }  // namespace dtensor

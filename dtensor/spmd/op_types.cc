@@ -200,12 +200,8 @@ void type_outputs(TypeTable& table, c10::ArrayRef<c10::IValue> returned,
 
 // The return of `op` that aliases argument `a` and writes it, if any.
 std::optional<size_t> written_return(const c10::OperatorHandle& op, size_t a) {
-  const c10::AliasInfo* written = op.schema().arguments()[a].alias_info();
-  if (written == nullptr || !written->isWrite()) return std::nullopt;
-  const std::vector<c10::Argument>& returns = op.schema().returns();
-  for (size_t j = 0; j < returns.size(); ++j) {
-    const c10::AliasInfo* alias = returns[j].alias_info();
-    if (alias != nullptr && alias->beforeSets() == written->beforeSets()) return j;
+  for (size_t j = 0; j < op.schema().returns().size(); ++j) {
+    if (argument_written_by_return(op.schema(), j) == static_cast<int64_t>(a)) return j;
   }
   return std::nullopt;
 }

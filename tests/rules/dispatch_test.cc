@@ -246,6 +246,27 @@ TEST(DispatchTest, ResultsAreDTensorsWithGlobalValues) {
   });
 }
 
+// The dispatcher reads the arguments where the call left them and replaces
+// them by the results only at the end: one DTensor passed twice (alone, in a
+// Tensor[], or as the tensor written and the one read) is read twice, and
+// the arguments keep their shards and values.
+TEST(DispatchTest, ADTensorPassedTwiceIsReadTwiceAndLeftUnchanged) {
+  run_ranks(4, [](int) {
+    DeviceMesh mesh = init_device_mesh("local", {4});
+    const at::Tensor a = signed_iota({8, 3});
+    DTensor x = dist(a, mesh, "S(0)");
+    const at::Tensor shard = x.to_local();
+    EXPECT_DT(at::mul(x, x), a * a, "S(0)");
+    EXPECT_DT(at::cat({x.tensor(), x.tensor()}, 1), at::cat({a, a}, 1), "S(0)");
+    EXPECT_TRUE(x.to_local().is_same(shard));
+    EXPECT_DT(x, a, "S(0)");
+    DTensor y = dist(a.clone(), mesh, "S(0)");
+    const at::Tensor& r = y.tensor().add_(y.tensor());
+    EXPECT_TRUE(r.is_same(y.tensor()));
+    EXPECT_DT(y, a * 2, "S(0)");
+  });
+}
+
 // ---------------------------------------------------------------------------
 // Plain tensors mixed with DTensors
 
