@@ -1,7 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/layout.h>
 
-#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -113,13 +112,17 @@ std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& 
 
 struct LocalLayout::IndexLists {
   std::once_flag once;
-  std::function<std::vector<std::vector<int64_t>>()> make;
-  std::vector<std::vector<int64_t>> lists;
+  std::vector<std::vector<int64_t>> lists;  // made from `blocks` on first use when they are set
   std::optional<std::vector<ChunkRange>> blocks;  // when every dim holds one block
 };
 
 const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
-  std::call_once(index_lists->once, [this] { index_lists->lists = index_lists->make(); });
+  std::call_once(index_lists->once, [this] {
+    for (const ChunkRange& r : *index_lists->blocks) {
+      std::vector<int64_t>& list = index_lists->lists.emplace_back(r.end - r.begin);
+      std::iota(list.begin(), list.end(), r.begin);
+    }
+  });
   return index_lists->lists;
 }
 
@@ -143,15 +146,7 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
       layout.local_shape.push_back(r.end - r.begin);
       layout.global_offset.push_back(r.end > r.begin ? r.begin : global_shape[d]);
     }
-    layout.index_lists->blocks = *ranges;
-    layout.index_lists->make = [ranges = *ranges] {
-      std::vector<std::vector<int64_t>> lists;
-      for (const ChunkRange& r : ranges) {
-        lists.emplace_back(r.end - r.begin);
-        std::iota(lists.back().begin(), lists.back().end(), r.begin);
-      }
-      return lists;
-    };
+    layout.index_lists->blocks = std::move(*ranges);
     return layout;
   }
   const LayoutIndices indices = restricted_indices(global_shape, mesh_shape, coordinate, normalized,
