@@ -21,6 +21,7 @@ std::vector<PlacementPtr> normalize_placements(const std::vector<PlacementPtr>& 
   DTENSOR_CHECK(placements.size() == mesh_shape.size(), "placements: expected one per mesh dim (",
                 mesh_shape.size(), "), found ", placements.size());
   std::vector<PlacementPtr> normalized;
+  normalized.reserve(placements.size());
   std::optional<int64_t> ragged_dims;
   for (size_t i = 0; i < placements.size(); ++i) {
     DTENSOR_CHECK(placements[i] != nullptr, "placements[", i,
@@ -93,6 +94,7 @@ std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& 
                                                     const std::vector<int64_t>& coordinate,
                                                     const std::vector<PlacementPtr>& normalized) {
   std::vector<ChunkRange> ranges;
+  ranges.reserve(global_shape.size());
   for (int64_t extent : global_shape) ranges.push_back({0, extent});
   for (size_t i = 0; i < normalized.size(); ++i) {
     const Placement& p = *normalized[i];
@@ -141,6 +143,8 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
   layout.merged_leading_dims = merged_leading_dims(normalized);
   layout.index_lists = std::make_shared<LocalLayout::IndexLists>();
   if (auto ranges = block_ranges(global_shape, mesh_shape, coordinate, normalized)) {
+    layout.local_shape.reserve(ranges->size());
+    layout.global_offset.reserve(ranges->size());
     for (size_t d = 0; d < ranges->size(); ++d) {
       const ChunkRange& r = (*ranges)[d];
       layout.local_shape.push_back(r.end - r.begin);
@@ -153,6 +157,8 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
                                                    layout.merged_leading_dims);
   const std::vector<int64_t> extents =
       LayoutIndices::extents(global_shape, layout.merged_leading_dims);
+  layout.local_shape.reserve(indices.lists().size());
+  layout.global_offset.reserve(indices.lists().size());
   for (size_t d = 0; d < indices.lists().size(); ++d) {
     const std::vector<int64_t>& held = indices.lists()[d];
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));

@@ -84,6 +84,7 @@ int64_t count(const Runs& runs) {
 std::optional<Box> box_of_layout(const LocalLayout& layout) {
   if (layout.merged_leading_dims > 1) return std::nullopt;
   Box box;
+  box.reserve(layout.local_shape.size());
   if (const std::vector<ChunkRange>* blocks = layout.blocks()) {
     for (const ChunkRange& block : *blocks) {
       box.push_back(block.begin < block.end ? Runs{{block.begin, block.end}} : Runs{});
@@ -172,9 +173,14 @@ RankLayouts::RankLayouts(DTensorSpecPtr spec)
     }
     stride *= mesh_shape[m];
   }
+  if (spec_->mesh().contains_calling_rank()) {
+    calling_sharer_ = sharer_[grid_position(spec_->mesh().coordinate(), mesh_shape)];
+  }
 }
 
 const LocalLayout& RankLayouts::layout(int64_t rank) const {
+  // The spec made the calling rank's already.
+  if (sharer_[rank] == calling_sharer_) return spec_->local_layout();
   std::optional<LocalLayout>& layout = layouts_[sharer_[rank]];
   if (!layout) layout = spec_->layout_at(grid_coordinate(sharer_[rank], spec_->mesh().shape()));
   return *layout;
