@@ -1,11 +1,11 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/layout.h>
 
-#include <mutex>
 #include <numeric>
 #include <optional>
 
 #include <dtensor/base/check.h>
+#include "absl/base/call_once.h"
 
 namespace dtensor {
 
@@ -113,13 +113,15 @@ std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& 
 }  // namespace
 
 struct LocalLayout::IndexLists {
-  std::once_flag once;
+  // absl's: glibc's std::call_once makes a futex system call on every
+  // first call, and the planner makes hundreds of layouts per plan.
+  absl::once_flag once;
   std::vector<std::vector<int64_t>> lists;  // made from `blocks` on first use when they are set
   std::optional<std::vector<ChunkRange>> blocks;  // when every dim holds one block
 };
 
 const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
-  std::call_once(index_lists->once, [this] {
+  absl::call_once(index_lists->once, [this] {
     for (const ChunkRange& r : *index_lists->blocks) {
       std::vector<int64_t>& list = index_lists->lists.emplace_back(r.end - r.begin);
       std::iota(list.begin(), list.end(), r.begin);
@@ -164,7 +166,7 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
     layout.global_offset.push_back(held.empty() ? extents[d] : held.front());
   }
-  std::call_once(layout.index_lists->once, [&] { layout.index_lists->lists = indices.lists(); });
+  absl::call_once(layout.index_lists->once, [&] { layout.index_lists->lists = indices.lists(); });
   return layout;
 }
 

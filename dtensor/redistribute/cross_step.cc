@@ -198,10 +198,11 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
   const int64_t ranks = from.spec().mesh().size();
   GroupExchange exchange;
   std::vector<int64_t> sent(ranks, 0), sent_to(ranks, 0);
+  std::vector<const Box*> holders;  // per rank: the members holding some of what it wants
   for (int64_t rank = 0; rank < ranks; ++rank) {
     const std::optional<Box>& wanted = to.box(rank);
     if (!wanted) return std::nullopt;
-    std::vector<const Box*> holders;  // the members holding some of it
+    holders.clear();
     int64_t covered = 0, received = 0, peers = 0, own = 0;
     const int64_t leader = group.leader_of(rank);
     for (int64_t member = leader; member < group.end_of(leader); member += group.inner) {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <functional>
 #include <iomanip>
 #include <limits>
 #include <numeric>
@@ -413,11 +412,13 @@ class Planner {
     int64_t bytes;
     double cost;
   };
-  using CostOf = std::function<std::optional<Costed>(const StepContext&, const Transition&)>;
 
   // The step on mesh dims `dims` from `from` to `after`, when a transition
   // applies and `cost_of` (asked only then: it is the costly part) finds
-  // that the groups hold what they need.
+  // that the groups hold what they need. `cost_of(context, transition)`
+  // returns an optional Costed; a template, not a std::function, which
+  // would allocate for each step priced.
+  template <typename CostOf>
   std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, DTensorSpecPtr after,
                                        std::vector<int64_t> dims, const CostOf& cost_of) {
     // Seen from coordinate 0: applicability and cost must not depend on which
