@@ -320,13 +320,16 @@ class Planner {
       for (const Candidate& to : candidates(source_.placements(), target_.placements(), dims)) {
         if (*to.placement == current) continue;
         if (to.placement->is_partial() && !current.is_replicate()) continue;
-        const bool local = single_rank_group(from->mesh(), dims) ||
-                           is_group_local(state, dims, current, *to.placement);
-        const std::optional<int64_t> touched = single_touched_dim(current, *to.placement);
-        // The exact check below knows runs of mesh dims only.
-        if (!local && (!touched || !is_run(dims))) continue;
         const int64_t next_code = code_with(code, dims, to.holding);
         if (cannot_improve(index, next_code)) continue;
+        const bool local = single_rank_group(from->mesh(), dims) ||
+                           is_group_local(state, dims, current, *to.placement);
+        std::optional<int64_t> touched;
+        if (!local) {
+          touched = single_touched_dim(current, *to.placement);
+          // The exact check below knows runs of mesh dims only.
+          if (!touched || !is_run(dims)) continue;
+        }
         const int64_t next = state_index(next_code);
         const DTensorSpecPtr after = states_[next].spec;
         if (!after) continue;
