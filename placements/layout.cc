@@ -1,12 +1,11 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/layout.h>
 
-#include <functional>
-#include <mutex>
 #include <numeric>
 #include <optional>
 
 #include <dtensor/base/check.h>
+#include "absl/base/call_once.h"
 
 namespace dtensor {
 
@@ -22,6 +21,7 @@ std::vector<PlacementPtr> normalize_placements(const std::vector<PlacementPtr>& 
   DTENSOR_CHECK(placements.size() == mesh_shape.size(), "placements: expected one per mesh dim (",
                 mesh_shape.size(), "), found ", placements.size());
   std::vector<PlacementPtr> normalized;
+  normalized.reserve(placements.size());
   std::optional<int64_t> ragged_dims;
   for (size_t i = 0; i < placements.size(); ++i) {
     DTENSOR_CHECK(placements[i] != nullptr, "placements[", i,
@@ -94,6 +94,7 @@ std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& 
                                                     const std::vector<int64_t>& coordinate,
                                                     const std::vector<PlacementPtr>& normalized) {
   std::vector<ChunkRange> ranges;
+  ranges.reserve(global_shape.size());
   for (int64_t extent : global_shape) ranges.push_back({0, extent});
   for (size_t i = 0; i < normalized.size(); ++i) {
     const Placement& p = *normalized[i];
@@ -112,14 +113,20 @@ std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& 
 }  // namespace
 
 struct LocalLayout::IndexLists {
-  std::once_flag once;
-  std::function<std::vector<std::vector<int64_t>>()> make;
-  std::vector<std::vector<int64_t>> lists;
+  // absl's: glibc's std::call_once makes a futex system call on every
+  // first call, and the planner makes hundreds of layouts per plan.
+  absl::once_flag once;
+  std::vector<std::vector<int64_t>> lists;  // made from `blocks` on first use when they are set
   std::optional<std::vector<ChunkRange>> blocks;  // when every dim holds one block
 };
 
 const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
-  std::call_once(index_lists->once, [this] { index_lists->lists = index_lists->make(); });
+  absl::call_once(index_lists->once, [this] {
+    for (const ChunkRange& r : *index_lists->blocks) {
+      std::vector<int64_t>& list = index_lists->lists.emplace_back(r.end - r.begin);
+      std::iota(list.begin(), list.end(), r.begin);
+    }
+  });
   return index_lists->lists;
 }
 
@@ -138,32 +145,28 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
   layout.merged_leading_dims = merged_leading_dims(normalized);
   layout.index_lists = std::make_shared<LocalLayout::IndexLists>();
   if (auto ranges = block_ranges(global_shape, mesh_shape, coordinate, normalized)) {
+    layout.local_shape.reserve(ranges->size());
+    layout.global_offset.reserve(ranges->size());
     for (size_t d = 0; d < ranges->size(); ++d) {
       const ChunkRange& r = (*ranges)[d];
       layout.local_shape.push_back(r.end - r.begin);
       layout.global_offset.push_back(r.end > r.begin ? r.begin : global_shape[d]);
     }
-    layout.index_lists->blocks = *ranges;
-    layout.index_lists->make = [ranges = *ranges] {
-      std::vector<std::vector<int64_t>> lists;
-      for (const ChunkRange& r : ranges) {
-        lists.emplace_back(r.end - r.begin);
-        std::iota(lists.back().begin(), lists.back().end(), r.begin);
-      }
-      return lists;
-    };
+    layout.index_lists->blocks = std::move(*ranges);
     return layout;
   }
   const LayoutIndices indices = restricted_indices(global_shape, mesh_shape, coordinate, normalized,
                                                    layout.merged_leading_dims);
   const std::vector<int64_t> extents =
       LayoutIndices::extents(global_shape, layout.merged_leading_dims);
+  layout.local_shape.reserve(indices.lists().size());
+  layout.global_offset.reserve(indices.lists().size());
   for (size_t d = 0; d < indices.lists().size(); ++d) {
     const std::vector<int64_t>& held = indices.lists()[d];
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
     layout.global_offset.push_back(held.empty() ? extents[d] : held.front());
   }
-  std::call_once(layout.index_lists->once, [&] { layout.index_lists->lists = indices.lists(); });
+  absl::call_once(layout.index_lists->once, [&] { layout.index_lists->lists = indices.lists(); });
   return layout;
 }
 

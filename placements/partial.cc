@@ -12,7 +12,7 @@ PlacementPtr Partial::make(ReduceOp op) { return std::make_shared<const Partial>
 std::string Partial::to_string() const { return "P(" + std::string(reduce_op_name(op_)) + ")"; }
 
 bool Partial::equals(const Placement& other) const {
-  const auto* partial = dynamic_cast<const Partial*>(&other);
+  const auto* partial = exactly<Partial>(other);
   return partial != nullptr && partial->op_ == op_;
 }
 

@@ -22,6 +22,7 @@ class Partial final : public Placement {
   ReduceOp op() const { return op_; }
 
   std::string to_string() const override;
+  std::string kind() const override { return "P"; }
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   bool is_partial() const override { return true; }

@@ -33,6 +33,8 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include <dtensor/mesh/reduce_op.h>
@@ -160,6 +162,15 @@ class Placement {
   // placement cannot split that dim. Default: nullptr.
   virtual PlacementPtr moved_to_dim(int64_t /*dim*/) const { return nullptr; }
 };
+
+// `p` as a `T` when it is one, else nullptr. For final placement classes
+// only, where it answers what dynamic_cast would with one type comparison
+// (placements are compared at every step the planner prices).
+template <typename T>
+const T* exactly(const Placement& p) {
+  static_assert(std::is_final_v<T>, "exactly<T> needs a final T");
+  return typeid(p) == typeid(T) ? static_cast<const T*>(&p) : nullptr;
+}
 
 inline bool operator==(const Placement& a, const Placement& b) { return a.equals(b); }
 inline bool operator!=(const Placement& a, const Placement& b) { return !a.equals(b); }

@@ -43,7 +43,7 @@ std::string Ragged::to_string() const {
 }
 
 bool Ragged::equals(const Placement& other) const {
-  const auto* ragged = dynamic_cast<const Ragged*>(&other);
+  const auto* ragged = exactly<Ragged>(other);
   return ragged != nullptr && ragged->dims_ == dims_ && ragged->units_ == units_;
 }
 

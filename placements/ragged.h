@@ -31,6 +31,7 @@ class Ragged final : public Placement {
   const std::vector<int64_t>& units() const { return units_; }
 
   std::string to_string() const override;
+  std::string kind() const override { return "RG"; }
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   int64_t merged_leading_dims() const override { return dims_; }

@@ -11,7 +11,7 @@ PlacementPtr Replicate::make() {
 }
 
 bool Replicate::equals(const Placement& other) const {
-  return dynamic_cast<const Replicate*>(&other) != nullptr;
+  return exactly<Replicate>(other) != nullptr;
 }
 
 size_t Replicate::hash() const { return 0x52; }

@@ -13,6 +13,7 @@ class Replicate final : public Placement {
   static PlacementPtr make();
 
   std::string to_string() const override { return "R"; }
+  std::string kind() const override { return "R"; }
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   bool is_replicate() const override { return true; }

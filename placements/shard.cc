@@ -18,7 +18,7 @@ PlacementPtr Shard::make(int64_t dim) { return std::make_shared<const Shard>(dim
 std::string Shard::to_string() const { return "S(" + std::to_string(dim_) + ")"; }
 
 bool Shard::equals(const Placement& other) const {
-  const auto* shard = dynamic_cast<const Shard*>(&other);
+  const auto* shard = exactly<Shard>(other);
   return shard != nullptr && shard->dim_ == dim_;
 }
 

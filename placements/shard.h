@@ -21,6 +21,7 @@ class Shard final : public Placement {
   int64_t dim() const { return dim_; }
 
   std::string to_string() const override;
+  std::string kind() const override { return "S"; }
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   std::optional<int64_t> split_dim() const override { return dim_; }

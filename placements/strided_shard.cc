@@ -21,7 +21,7 @@ std::string StridedShard::to_string() const {
 }
 
 bool StridedShard::equals(const Placement& other) const {
-  const auto* strided = dynamic_cast<const StridedShard*>(&other);
+  const auto* strided = exactly<StridedShard>(other);
   return strided != nullptr && strided->dim_ == dim_ && strided->split_factor_ == split_factor_;
 }
 

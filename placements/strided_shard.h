@@ -26,6 +26,7 @@ class StridedShard final : public Placement {
   int64_t split_factor() const { return split_factor_; }
 
   std::string to_string() const override;
+  std::string kind() const override { return "SS"; }
   bool equals(const Placement& other) const override;
   size_t hash() const override;
   std::optional<int64_t> split_dim() const override { return dim_; }

@@ -84,6 +84,7 @@ int64_t count(const Runs& runs) {
 std::optional<Box> box_of_layout(const LocalLayout& layout) {
   if (layout.merged_leading_dims > 1) return std::nullopt;
   Box box;
+  box.reserve(layout.local_shape.size());
   if (const std::vector<ChunkRange>* blocks = layout.blocks()) {
     for (const ChunkRange& block : *blocks) {
       box.push_back(block.begin < block.end ? Runs{{block.begin, block.end}} : Runs{});
@@ -172,9 +173,14 @@ RankLayouts::RankLayouts(DTensorSpecPtr spec)
     }
     stride *= mesh_shape[m];
   }
+  if (spec_->mesh().contains_calling_rank()) {
+    calling_sharer_ = sharer_[grid_position(spec_->mesh().coordinate(), mesh_shape)];
+  }
 }
 
 const LocalLayout& RankLayouts::layout(int64_t rank) const {
+  // The spec made the calling rank's already.
+  if (sharer_[rank] == calling_sharer_) return spec_->local_layout();
   std::optional<LocalLayout>& layout = layouts_[sharer_[rank]];
   if (!layout) layout = spec_->layout_at(grid_coordinate(sharer_[rank], spec_->mesh().shape()));
   return *layout;
@@ -192,10 +198,11 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
   const int64_t ranks = from.spec().mesh().size();
   GroupExchange exchange;
   std::vector<int64_t> sent(ranks, 0), sent_to(ranks, 0);
+  std::vector<const Box*> holders;  // per rank: the members holding some of what it wants
   for (int64_t rank = 0; rank < ranks; ++rank) {
     const std::optional<Box>& wanted = to.box(rank);
     if (!wanted) return std::nullopt;
-    std::vector<const Box*> holders;  // the members holding some of it
+    holders.clear();
     int64_t covered = 0, received = 0, peers = 0, own = 0;
     const int64_t leader = group.leader_of(rank);
     for (int64_t member = leader; member < group.end_of(leader); member += group.inner) {

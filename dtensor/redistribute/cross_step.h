@@ -42,6 +42,7 @@ class RankLayouts {
  private:
   DTensorSpecPtr spec_;
   std::vector<int64_t> sharer_;  // by rank: the rank whose layout it shares
+  int64_t calling_sharer_ = -1;  // the calling rank's sharer, when it is in the mesh
   mutable std::vector<std::optional<LocalLayout>> layouts_;
   mutable std::vector<std::optional<std::optional<Box>>> boxes_;
 };

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <functional>
 #include <iomanip>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <queue>
@@ -136,6 +136,18 @@ double transition_cost(const Transition& transition, const StepContext& context,
   return step_cost(kind, bytes, transition.peers(context), costs);
 }
 
+// A floor under every ordinary step's price: the cheaper kind of step
+// moving no bytes. Bytes only add to a price when the cost model's rate is
+// positive and its all-to-all factor is not negative; otherwise there is no
+// floor. The float operations are monotone, so the floor is exact.
+double cheapest_step_cost(const CollectiveCosts& costs) {
+  if (!(costs.bytes_per_us > 0) || !(costs.all_to_all_factor >= 0)) {
+    return -std::numeric_limits<double>::infinity();
+  }
+  return std::min(step_cost(StepKind::kLocalCopy, 0, 0, costs),
+                  step_cost(StepKind::kCollective, 0, 0, costs));
+}
+
 // What a search state holds at one mesh dim. Every state the search reaches
 // holds, at each mesh dim, Replicate, the source's placement or the
 // target's (candidates() offers nothing else), so a state is a number: one
@@ -170,7 +182,10 @@ std::vector<Candidate> candidates(const Placements& source, const Placements& ta
 
 class Planner {
  public:
-  Planner(const DTensorSpec& source, const DTensorSpec& target) : source_(source), target_(target) {
+  Planner(const DTensorSpec& source, const DTensorSpec& target)
+      : source_(source),
+        target_(target),
+        cheapest_step_(cheapest_step_cost(source.mesh().collective_costs())) {
     const Placements& from = source_.placements();
     const Placements& to = target_.placements();
     const PlacementPtr replicate = Replicate::make();
@@ -273,6 +288,17 @@ class Planner {
     }
   }
 
+  // Whether no step from state `index` can make the state of `code`
+  // cheaper than it already is: then the step is skipped unpriced, which
+  // leaves the search exactly as pricing it would (a step only counts when
+  // it lowers the cost, and cost_of's checks only ever drop steps).
+  bool cannot_improve(int64_t index, int64_t code) const {
+    const auto it = index_of_.find(code);
+    if (it == index_of_.end()) return false;
+    const std::optional<double>& reached = states_[it->second].cost;
+    return reached && !(*states_[index].cost + cheapest_step_ < *reached);
+  }
+
   // Every rank's layout of `state`, made when a check first needs one.
   const RankLayouts& layouts(State& state) {
     if (!state.layouts) state.layouts = std::make_unique<RankLayouts>(state.spec);
@@ -294,12 +320,17 @@ class Planner {
       for (const Candidate& to : candidates(source_.placements(), target_.placements(), dims)) {
         if (*to.placement == current) continue;
         if (to.placement->is_partial() && !current.is_replicate()) continue;
+        const int64_t next_code = code_with(code, dims, to.holding);
+        if (cannot_improve(index, next_code)) continue;
         const bool local = single_rank_group(from->mesh(), dims) ||
                            is_group_local(state, dims, current, *to.placement);
-        const std::optional<int64_t> touched = single_touched_dim(current, *to.placement);
-        // The exact check below knows runs of mesh dims only.
-        if (!local && (!touched || !is_run(dims))) continue;
-        const int64_t next = state_index(code_with(code, dims, to.holding));
+        std::optional<int64_t> touched;
+        if (!local) {
+          touched = single_touched_dim(current, *to.placement);
+          // The exact check below knows runs of mesh dims only.
+          if (!touched || !is_run(dims)) continue;
+        }
+        const int64_t next = state_index(next_code);
         const DTensorSpecPtr after = states_[next].spec;
         if (!after) continue;
         const auto cost_of = [&](const StepContext& context,
@@ -384,11 +415,13 @@ class Planner {
     int64_t bytes;
     double cost;
   };
-  using CostOf = std::function<std::optional<Costed>(const StepContext&, const Transition&)>;
 
   // The step on mesh dims `dims` from `from` to `after`, when a transition
   // applies and `cost_of` (asked only then: it is the costly part) finds
-  // that the groups hold what they need.
+  // that the groups hold what they need. `cost_of(context, transition)`
+  // returns an optional Costed; a template, not a std::function, which
+  // would allocate for each step priced.
+  template <typename CostOf>
   std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, DTensorSpecPtr after,
                                        std::vector<int64_t> dims, const CostOf& cost_of) {
     // Seen from coordinate 0: applicability and cost must not depend on which
@@ -419,6 +452,7 @@ class Planner {
 
   const DTensorSpec& source_;
   const DTensorSpec& target_;
+  const double cheapest_step_;
   // Per mesh dim, the digit of Replicate, the source's and the target's
   // placement, and the digit's weight in a state's code.
   std::vector<std::array<int64_t, 3>> digits_;

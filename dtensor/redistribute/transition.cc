@@ -17,7 +17,7 @@ StepContext::StepContext(const DTensorSpec& source, const DTensorSpec& target,
     : source_(source), target_(target), mesh_dims_(std::move(mesh_dims)) {
   const DeviceMesh& mesh = source_.mesh();
   is_calling_rank_ = !coordinate || *coordinate == mesh.coordinate();
-  base_coordinate_ = coordinate ? *coordinate : mesh.coordinate();
+  base_coordinate_ = coordinate ? std::move(*coordinate) : mesh.coordinate();
   for (int64_t dim : mesh_dims_) {
     group_rank_ = group_rank_ * mesh.size(dim) + base_coordinate_[dim];
     group_size_ *= mesh.size(dim);
@@ -31,8 +31,6 @@ StepContext::StepContext(const DTensorSpec& source, const DTensorSpec& target,
                  : *before[m] == *after[m];
     changes_only_group_dims_ = changes_only_group_dims_ && as_expected;
   }
-  source_layouts_.resize(group_size_);
-  target_layouts_.resize(group_size_);
 }
 
 std::vector<int64_t> StepContext::member_coordinate(int64_t member) const {
@@ -47,6 +45,9 @@ std::vector<int64_t> StepContext::member_coordinate(int64_t member) const {
 
 const LocalLayout& StepContext::source_layout(int64_t member) const {
   if (member == group_rank_ && is_calling_rank_) return source_.local_layout();
+  // Sized on first use: the planner makes a context per step it prices and
+  // most of its transitions only read the calling rank's layouts.
+  if (source_layouts_.empty()) source_layouts_.resize(group_size_);
   if (!source_layouts_[member]) {
     source_layouts_[member] =
         std::make_unique<LocalLayout>(source_.layout_at(member_coordinate(member)));
@@ -56,6 +57,7 @@ const LocalLayout& StepContext::source_layout(int64_t member) const {
 
 const LocalLayout& StepContext::target_layout(int64_t member) const {
   if (member == group_rank_ && is_calling_rank_) return target_.local_layout();
+  if (target_layouts_.empty()) target_layouts_.resize(group_size_);
   if (!target_layouts_[member]) {
     target_layouts_[member] =
         std::make_unique<LocalLayout>(target_.layout_at(member_coordinate(member)));
