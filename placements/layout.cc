@@ -1,11 +1,14 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/layout.h>
 
+#include <atomic>
+#include <mutex>
 #include <numeric>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include <dtensor/base/check.h>
-#include "absl/base/call_once.h"
 
 namespace dtensor {
 
@@ -113,21 +116,33 @@ std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& 
 }  // namespace
 
 struct LocalLayout::IndexLists {
-  // absl's: glibc's std::call_once makes a futex system call on every
-  // first call, and the planner makes hundreds of layouts per plan.
-  absl::once_flag once;
+  // Set once `lists` is made. Checked twice around the mutex rather than
+  // through a once flag: glibc's std::call_once makes a futex system call on
+  // every first call (the planner makes hundreds of layouts per plan), and
+  // absl::call_once never returns again after its function throws (a
+  // bad_alloc for a long dim), where this leaves the lists unmade for the
+  // next call.
+  std::atomic<bool> made{false};
+  std::mutex mutex;
   std::vector<std::vector<int64_t>> lists;  // made from `blocks` on first use when they are set
   std::optional<std::vector<ChunkRange>> blocks;  // when every dim holds one block
 };
 
 const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
-  absl::call_once(index_lists->once, [this] {
-    for (const ChunkRange& r : *index_lists->blocks) {
-      std::vector<int64_t>& list = index_lists->lists.emplace_back(r.end - r.begin);
+  IndexLists& cache = *index_lists;
+  if (cache.made.load(std::memory_order_acquire)) return cache.lists;
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  if (!cache.made.load(std::memory_order_relaxed)) {
+    std::vector<std::vector<int64_t>> lists;
+    lists.reserve(cache.blocks->size());
+    for (const ChunkRange& r : *cache.blocks) {
+      std::vector<int64_t>& list = lists.emplace_back(r.end - r.begin);
       std::iota(list.begin(), list.end(), r.begin);
     }
-  });
-  return index_lists->lists;
+    cache.lists = std::move(lists);
+    cache.made.store(true, std::memory_order_release);
+  }
+  return cache.lists;
 }
 
 const std::vector<ChunkRange>* LocalLayout::blocks() const {
@@ -166,7 +181,8 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
     layout.global_offset.push_back(held.empty() ? extents[d] : held.front());
   }
-  absl::call_once(layout.index_lists->once, [&] { layout.index_lists->lists = indices.lists(); });
+  layout.index_lists->lists = indices.lists();
+  layout.index_lists->made.store(true, std::memory_order_release);
   return layout;
 }
 

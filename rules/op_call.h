@@ -71,7 +71,9 @@ class OpCall {
 };
 
 // The argument that return `j` of `schema` aliases and writes (an in-place
-// or out= op's), or -1.
+// or out= op's), or -1: the first argument marked written (`Tensor(a!)`)
+// in the alias set of a return marked written too. Every ATen schema with
+// such a return has exactly one such argument.
 int64_t argument_written_by_return(const c10::FunctionSchema& schema, size_t j);
 
 }  // namespace dtensor

@@ -161,7 +161,6 @@ void DTensorImpl::release_resources() {
   reduced_forms_.clear();
   // Unlocked: without a strong reference, no other thread can reach it.
   pending_.reset();
-  has_pending_.store(false, std::memory_order_relaxed);
   view_source_.reset();
   if (origin_.view) origin_ = Origin();
   c10::TensorImpl::release_resources();

@@ -330,7 +330,7 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                      const DispatchModes& modes, uint64_t mode_bits) {
   const size_t num_arguments = op.schema().arguments().size();
   read_reduced_forms(op, stack, num_arguments);
-  const c10::ArrayRef<c10::IValue> arguments(&*(stack.end() - num_arguments), num_arguments);
+  const c10::ArrayRef<c10::IValue> arguments = torch::jit::last(stack, num_arguments);
   std::optional<PropagationKey> key =
       PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);
   PropagationCache& cache = PropagationCache::for_this_thread();
@@ -345,6 +345,9 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
     PropagationPtr result = propagate(*call, modes.propagation);
     propagation = key ? cache.insert(std::move(*key), std::move(result)) : std::move(result);
   }
+  // The key may borrow the arguments' specs, which what runs next can
+  // replace (in-place ops): it is not used again.
+  key.reset();
   if (propagation->replicate_fallback) FallbackRecorder::record(op_name_of(op));
   if (propagation->decomposition) {
     propagation->decomposition(op, stack);

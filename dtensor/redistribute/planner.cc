@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <deque>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <numeric>
@@ -137,15 +139,18 @@ double transition_cost(const Transition& transition, const StepContext& context,
 }
 
 // A floor under every ordinary step's price: the cheaper kind of step
-// moving no bytes. Bytes only add to a price when the cost model's rate is
-// positive and its all-to-all factor is not negative; otherwise there is no
-// floor. The float operations are monotone, so the floor is exact.
+// moving no bytes. Bytes (never negative: cost_of checks) only add to a
+// price when the cost model's rate is positive and its all-to-all factor is
+// not negative; otherwise, or for a model whose prices are not numbers,
+// there is no floor. The float operations are monotone, so the floor is
+// exact.
 double cheapest_step_cost(const CollectiveCosts& costs) {
-  if (!(costs.bytes_per_us > 0) || !(costs.all_to_all_factor >= 0)) {
-    return -std::numeric_limits<double>::infinity();
-  }
-  return std::min(step_cost(StepKind::kLocalCopy, 0, 0, costs),
-                  step_cost(StepKind::kCollective, 0, 0, costs));
+  constexpr double kNoFloor = -std::numeric_limits<double>::infinity();
+  if (!(costs.bytes_per_us > 0) || !(costs.all_to_all_factor >= 0)) return kNoFloor;
+  const double local = step_cost(StepKind::kLocalCopy, 0, 0, costs);
+  const double collective = step_cost(StepKind::kCollective, 0, 0, costs);
+  if (std::isnan(local) || std::isnan(collective)) return kNoFloor;
+  return std::min(local, collective);
 }
 
 // What a search state holds at one mesh dim. Every state the search reaches
@@ -185,7 +190,8 @@ class Planner {
   Planner(const DTensorSpec& source, const DTensorSpec& target)
       : source_(source),
         target_(target),
-        cheapest_step_(cheapest_step_cost(source.mesh().collective_costs())) {
+        costs_(source.mesh().collective_costs()),
+        cheapest_step_(cheapest_step_cost(costs_)) {
     const Placements& from = source_.placements();
     const Placements& to = target_.placements();
     const PlacementPtr replicate = Replicate::make();
@@ -342,8 +348,11 @@ class Planner {
             return std::nullopt;
           }
           const int64_t bytes = transition.bytes(context);
-          return Costed{
-              bytes, transition_cost(transition, context, bytes, from->mesh().collective_costs())};
+          DTENSOR_CHECK(bytes >= 0, "redistribute: the ", transition.collective(),
+                        " transition's bytes() for ", context.source_placement().to_string(),
+                        " -> ", context.target_placement().to_string(),
+                        ": expected bytes >= 0, found ", bytes);
+          return Costed{bytes, transition_cost(transition, context, bytes, costs_)};
         };
         if (std::optional<PlannedStep> step = make_step(from, after, dims, cost_of)) {
           steps.emplace_back(next, std::move(*step));
@@ -377,8 +386,7 @@ class Planner {
           const std::optional<GroupExchange> exchange =
               exact_group_exchange(layouts(states_[start_]), layouts(states_[next]), first, last);
           if (!exchange) return std::nullopt;
-          return Costed{exchange->rank0_sent_bytes,
-                        cross_step_cost(*exchange, from->mesh().collective_costs())};
+          return Costed{exchange->rank0_sent_bytes, cross_step_cost(*exchange, costs_)};
         };
         if (std::optional<PlannedStep> step = make_step(from, states_[next].spec, dims, cost_of)) {
           steps.emplace_back(next, std::move(*step));
@@ -452,6 +460,8 @@ class Planner {
 
   const DTensorSpec& source_;
   const DTensorSpec& target_;
+  // The mesh's cost model, read once: the floor and every price agree.
+  const CollectiveCosts costs_;
   const double cheapest_step_;
   // Per mesh dim, the digit of Replicate, the source's and the target's
   // placement, and the digit's weight in a state's code.

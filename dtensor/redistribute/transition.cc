@@ -17,7 +17,11 @@ StepContext::StepContext(const DTensorSpec& source, const DTensorSpec& target,
     : source_(source), target_(target), mesh_dims_(std::move(mesh_dims)) {
   const DeviceMesh& mesh = source_.mesh();
   is_calling_rank_ = !coordinate || *coordinate == mesh.coordinate();
-  base_coordinate_ = coordinate ? std::move(*coordinate) : mesh.coordinate();
+  if (coordinate) {
+    base_coordinate_ = std::move(*coordinate);
+  } else {
+    base_coordinate_ = mesh.coordinate();
+  }
   for (int64_t dim : mesh_dims_) {
     group_rank_ = group_rank_ * mesh.size(dim) + base_coordinate_[dim];
     group_size_ *= mesh.size(dim);

@@ -2,6 +2,7 @@
 #include <dtensor/placements/parse.h>
 
 #include <limits>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -18,6 +19,10 @@ TEST(ParseTest, EveryBuiltInRoundTrips) {
     PlacementPtr p = parse_placement(text);
     EXPECT_EQ(p->to_string(), text);
     EXPECT_TRUE(*parse_placement(p->to_string()) == *p) << text;
+    // The built-ins spell their kinds out (no string cut per call): the
+    // spelling up to its first parenthesis, as the default.
+    const std::string spelling = text;
+    EXPECT_EQ(p->kind(), spelling.substr(0, spelling.find('('))) << text;
   }
 }
 
