@@ -26,6 +26,14 @@
 //   build/benchmarks/fsdp_step_bench --size=test --steps=1  # a tiny model
 //   build/benchmarks/fsdp_step_bench --rows=4               # 4 rows per rank (default 64)
 //   build/benchmarks/fsdp_step_bench --json=fsdp.json       # the rows as JSON too
+//
+// With --prefetch it measures instead what prefetching hides (only on CUDA,
+// where an all-gather runs on its own stream beside the compute kernels;
+// CPU backends finish each collective inside the call): fully_shard's
+// resharding step with prefetching on and off (FSDPModule::set_prefetch),
+// alternating, beside the step's all-gathers issued alone in the same
+// order; hidden = step time off - on, as a share of the gathers' time.
+//   mpirun -np 2 build/benchmarks/fsdp_step_bench --backend=nccl --ranks=2 --prefetch
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/autograd.h>
@@ -342,7 +350,26 @@ class FullyShardStep {
   explicit FullyShardStep(const Setup& s) : s_(s), model_(seeded_model(s.config, s.mesh.device())) {
     const nn::FullyShardOptions options{.reshard_after_forward = s.reshard_after_forward};
     for (Block& block : model_->layers) nn::fully_shard(*block, s.mesh, options);
-    nn::fully_shard(*model_, s.mesh, options);
+    root_ = nn::fully_shard(*model_, s.mesh, options);
+  }
+
+  void set_prefetch(bool prefetch) { root_->set_prefetch(prefetch); }
+
+  // The step's all-gathers alone, in its order: the root's and every
+  // block's (the forward's), then every block's again (the backward's),
+  // each group freed once gathered.
+  Seconds gathers_alone() {
+    const auto gather = [](const nn::FSDPModule& group) {
+      group.unshard();
+      group.reshard();
+    };
+    return timed(s_.mesh.world(), [&](auto lap) {
+      gather(*root_);
+      for (const Block& block : model_->layers) gather(nn::fsdp_module(*block));
+      lap();
+      for (const Block& block : model_->layers) gather(nn::fsdp_module(*block));
+      lap();
+    });
   }
 
   StepResult run() {
@@ -381,6 +408,7 @@ class FullyShardStep {
 
   const Setup s_;
   Stack model_;
+  std::optional<nn::FSDPModule> root_;
 };
 
 class Zero3Step {
@@ -466,6 +494,7 @@ struct Options {
   std::string size = "bench";  // or "test": a tiny model with uneven shards
   int64_t rows = 0;            // rows of the batch per rank; 0: the size's
   std::string json;            // where rank 0 writes the rows as JSON; empty: nowhere
+  bool prefetch = false;       // measure prefetching instead
 };
 
 Config config_of(const std::string& size) {
@@ -533,6 +562,62 @@ JsonObject json_row(const char* name, bool reshard, const StepResult& r) {
   return row;
 }
 
+JsonObject context_json(const Options& options, const Config& config) {
+  JsonObject context;
+  context.string("backend", options.backend)
+      .integer("ranks", options.ranks)
+      .integer("rows_per_rank", config.rows_per_rank)
+      .string("size", options.size)
+      .integer("steps", options.steps);
+  return context;
+}
+
+// fully_shard's resharding step with prefetching on and off, timed in
+// turns so that drift hits both alike, beside its all-gathers alone.
+void measure_prefetch(const Options& options, const Config& config, const Setup& setup, int rank) {
+  FullyShardStep step(setup);
+  std::map<bool, std::vector<Seconds>> by_prefetch;
+  std::vector<Seconds> gathers;
+  for (int i = -1; i < options.steps; ++i) {  // i = -1: warm-up, and learns the order
+    for (const bool prefetch : {true, false}) {
+      step.set_prefetch(prefetch);
+      const Seconds seconds = step.run().seconds;
+      if (i >= 0) by_prefetch[prefetch].push_back(seconds);
+    }
+    const Seconds alone = step.gathers_alone();
+    if (i >= 0) gathers.push_back(alone);
+  }
+  if (rank != 0) return;
+  const auto medians = [](const std::vector<Seconds>& all) {
+    return Seconds{median(all, &Seconds::step), median(all, &Seconds::forward),
+                   median(all, &Seconds::backward), median(all, &Seconds::update)};
+  };
+  const Seconds on = medians(by_prefetch[true]), off = medians(by_prefetch[false]);
+  const Seconds alone = medians(gathers);
+  std::printf("| fully_shard, reshard_after_forward | step ms | forward ms | backward ms |\n");
+  std::printf("|---|---|---|---|\n");
+  std::vector<JsonObject> table_rows;
+  for (const auto& [name, s] : {std::pair<const char*, const Seconds&>{"prefetch on", on},
+                                {"prefetch off", off},
+                                {"its all-gathers alone", alone}}) {
+    std::printf("| %s | %.3f | %.3f | %.3f |\n", name, s.step * 1e3, s.forward * 1e3,
+                s.backward * 1e3);
+    JsonObject row;
+    row.string("case", name)
+        .number("step_ms", s.step * 1e3)
+        .number("forward_ms", s.forward * 1e3)
+        .number("backward_ms", s.backward * 1e3);
+    table_rows.push_back(std::move(row));
+  }
+  const double hidden = off.step - on.step;
+  std::printf("\nHidden by prefetching: %.3f ms per step, %.0f%% of the all-gathers' %.3f ms\n",
+              hidden * 1e3, 100 * hidden / alone.step, alone.step * 1e3);
+  if (!options.json.empty()) {
+    write_json(options.json, "fsdp_step_bench --prefetch", context_json(options, config),
+               table_rows);
+  }
+}
+
 void run_rank(const Options& options, int rank) {
   Config config = config_of(options.size);
   if (options.rows > 0) config.rows_per_rank = options.rows;
@@ -543,6 +628,11 @@ void run_rank(const Options& options, int rank) {
       at::randn({rows, config.in}, data).chunk(options.ranks)[rank].to(mesh.device());
   const at::Tensor y =
       at::randn({rows, config.out}, data).chunk(options.ranks)[rank].to(mesh.device());
+  if (options.prefetch) {
+    measure_prefetch(options, config, Setup{config, mesh, x, y, /*reshard_after_forward=*/true},
+                     rank);
+    return;
+  }
   if (rank == 0) {
     std::printf(
         "| implementation | reshard_after_forward | collectives per step | "
@@ -577,13 +667,7 @@ void run_rank(const Options& options, int rank) {
     std::printf("\nParameters after %d steps, largest difference: %.2e (resharding), %.2e (not)\n",
                 options.steps + 1, differences[0], differences[1]);
     if (!options.json.empty()) {
-      JsonObject context;
-      context.string("backend", options.backend)
-          .integer("ranks", options.ranks)
-          .integer("rows_per_rank", config.rows_per_rank)
-          .string("size", options.size)
-          .integer("steps", options.steps);
-      write_json(options.json, "fsdp_step_bench", context, table_rows);
+      write_json(options.json, "fsdp_step_bench", context_json(options, config), table_rows);
     }
   }
 }
@@ -609,10 +693,12 @@ Options parse(int argc, char** argv) {
       options.rows = std::stoll(*v);
     } else if (auto v = value("--json")) {
       options.json = *v;
+    } else if (arg == "--prefetch") {
+      options.prefetch = true;
     } else {
       DTENSOR_CHECK(false,
                     "fsdp_step_bench: expected --backend=local|mpi|nccl, --ranks=N, --steps=N, "
-                    "--size=test|bench, --rows=N or --json=FILE, found ",
+                    "--size=test|bench, --rows=N, --json=FILE or --prefetch, found ",
                     arg);
     }
   }

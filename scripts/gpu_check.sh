@@ -5,15 +5,17 @@
 # pip libtorch with CUDA in /opt/torch/.venv, Open MPI, NCCL, GoogleTest and
 # Google Benchmark installed, no network, no Abseil). It configures dtensor
 # with the NCCL backend into build-gpu, builds everything, runs every CTest
-# test (labels gpu and mpi included) and, with --bench, the NCCL collective
-# and redistribute benchmarks and fully_shard's step on one rank (design.md section 6 measures
+# test (the gpu-labelled suites first, the CPU ones last) and, with --bench,
+# the NCCL collective and redistribute benchmarks, fully_shard's step on one
+# rank and what its prefetching hides on two (design.md section 6 measures
 # redistribute overhead on one H100 rank; several ranks sharing the GPU talk
 # over sockets and are for correctness only). With --build-only it stops after
 # the build: a cold build and the tests may not fit one 10-minute device call,
 # and the second call finds the build done if the machine is still warm.
 # Logs go to build-gpu/gpu-logs; when $OUT is set (the run tool brings back at
-# most 8 files from it) they are also packed into $OUT/gpu-logs.tar.gz. Ends with a short summary; exits non-zero when a step
-# failed.
+# most 8 files from it) they are also packed into $OUT/gpu-logs.tar.gz after
+# every step, so a call cut off by its time limit still brings back the steps
+# that finished. Ends with a short summary; exits non-zero when a step failed.
 #
 # Abseil comes from .deps/absl, made on the build machine by
 # scripts/fetch_gpu_deps.sh and carried along:
@@ -44,6 +46,10 @@ declare -a summary=()
 status=0
 
 step() { echo; echo "==== gpu_check: $*"; }
+pack_logs() {
+  [[ -n "${OUT:-}" ]] && tar -czf "${OUT}/gpu-logs.tar.gz" -C "${build_dir}" gpu-logs
+  return 0
+}
 # Runs "$@" with its output in the log $1 (and on the console); records the
 # outcome in the summary instead of stopping, so that later steps still run.
 record() {
@@ -51,13 +57,17 @@ record() {
   local log="${log_dir}/${name}.log"
   local start=${SECONDS}
   step "${name}: $*"
+  local outcome=0
   if "$@" 2>&1 | tee "${log}"; then
     summary+=("PASS  ${name} ($((SECONDS - start)) s)")
-    return 0
+  else
+    summary+=("FAIL  ${name} ($((SECONDS - start)) s, log: ${log})")
+    status=1
+    outcome=1
   fi
-  summary+=("FAIL  ${name} ($((SECONDS - start)) s, log: ${log})")
-  status=1
-  return 1
+  printf '%s\n' "${summary[@]}" > "${log_dir}/summary.txt"
+  pack_logs
+  return "${outcome}"
 }
 # shellcheck disable=SC2317  # called through the EXIT trap
 print_summary() {
@@ -72,9 +82,7 @@ print_summary() {
       | sed 's/^/  /' || true
   done
   echo "  overall: $([[ ${status} == 0 ]] && echo PASS || echo FAIL)"
-  if [[ -n "${OUT:-}" ]]; then
-    tar -czf "${OUT}/gpu-logs.tar.gz" -C "${build_dir}" gpu-logs
-  fi
+  pack_logs
 }
 trap print_summary EXIT
 
@@ -130,7 +138,6 @@ if record configure cmake "${configure_args[@]}" \
     | tee "${log_dir}/ldd.log" || true
   [[ ${build_only} == 1 ]] && exit "${status}"
   # The GPU suites verbosely, so the log shows every test that ran on the GPU.
-  record ctest ctest --test-dir "${build_dir}" --output-on-failure --timeout 900 -j 8 -LE gpu || true
   record ctest_gpu ctest --test-dir "${build_dir}" -V --timeout 900 -L gpu || true
   if [[ ${run_bench} == 1 ]]; then
     for bench in collective_bench redistribute_bench; do
@@ -154,9 +161,19 @@ if record configure cmake "${configure_args[@]}" \
         "${fsdp_bench}" --backend=nccl --ranks=1 --steps=20 || true
       record fsdp_step_bench_nccl_2ranks mpirun -np 2 "${fsdp_bench}" --backend=nccl --ranks=2 \
         --size=test --steps=2 || true
+      # What prefetching hides: two ranks sharing the GPU (their all-gathers
+      # go over host sockets, slower than NVLink: indicative), with the
+      # bench's 64 rows per rank and with 2048 (more compute to hide under).
+      for rows in 64 2048; do
+        record "fsdp_prefetch_nccl_rows${rows}" mpirun -np 2 "${fsdp_bench}" --backend=nccl \
+          --ranks=2 --prefetch --rows="${rows}" --steps=10 \
+          "--json=${log_dir}/fsdp_prefetch_nccl_rows${rows}.json" || true
+      done
     else
       summary+=("SKIP  fsdp_step_bench_nccl (not built)")
     fi
   fi
+  # The CPU suites last: CI runs them too; here they check the CUDA build.
+  record ctest ctest --test-dir "${build_dir}" --output-on-failure --timeout 900 -j 8 -LE gpu || true
 fi
 exit "${status}"

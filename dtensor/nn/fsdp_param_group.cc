@@ -190,7 +190,7 @@ void FsdpParamGroup::start_unshard() {
 }
 
 void FsdpParamGroup::prefetch(int step) {
-  if (!model_state_->forward_order_known) return;
+  if (!model_state_->forward_order_known || !model_state_->prefetch) return;
   const auto& order = model_state_->forward_order;
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i].lock().get() != this) continue;

@@ -58,6 +58,7 @@ struct FsdpModelState {
   // all-gather (the next in forward, the previous in backward).
   std::vector<std::weak_ptr<FsdpParamGroup>> forward_order;
   bool forward_order_known = false;
+  bool prefetch = true;  // FSDPModule::set_prefetch
   bool final_callback_queued = false;
   int64_t unsharded_bytes = 0;
   int64_t peak_unsharded_bytes = 0;

@@ -288,6 +288,8 @@ void FSDPModule::set_reshard_after_backward(bool reshard_after_backward) const {
       [&](FsdpParamGroup& group) { group.set_reshard_after_backward(reshard_after_backward); });
 }
 
+void FSDPModule::set_prefetch(bool prefetch) const { group_->model_state()->prefetch = prefetch; }
+
 std::vector<at::Tensor> FSDPModule::sharded_parameters() const {
   std::vector<at::Tensor> parameters;
   for (const FsdpParam& param : group_->params()) parameters.push_back(param.sharded);

@@ -119,6 +119,12 @@ class FSDPModule {
   // Whether the gathered parameters are freed when the group's backward is
   // done (default true).
   void set_reshard_after_backward(bool reshard_after_backward) const;
+  // Whether each group issues its neighbour's all-gather (the next in
+  // forward, the previous in backward) before it computes, from the second
+  // step on (default true; on CUDA the gather then runs beside the group's
+  // kernels). Applies to every group of the model. Turn it off only to
+  // measure what prefetching hides (benchmarks/fsdp_step_bench.cc).
+  void set_prefetch(bool prefetch) const;
   // The parameters this call sharded (DTensors), in registration order.
   std::vector<at::Tensor> sharded_parameters() const;
   // Bytes of gathered (unsharded) parameters now held by this group and the

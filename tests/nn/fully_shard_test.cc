@@ -184,13 +184,14 @@ TEST(FullyShardTest, OneAllGatherPerGroupAndOneReduceScatter) {
 }
 
 // From the second step on (the first teaches the groups' order), the next
-// group's all-gather is issued before the current group computes.
+// group's all-gather is issued before the current group computes; not
+// when prefetching is turned off.
 TEST(FullyShardTest, TheNextGroupIsPrefetchedOnceTheOrderIsKnown) {
   run_ranks(4, [](int rank) {
     const DeviceMesh mesh = init_device_mesh("local", {4}, {"dp"});
     Stack model = make_stack(2);
     for (StackBlock& block : model->layers) fully_shard(*block, mesh);
-    fully_shard(*model, mesh);
+    const FSDPModule root = fully_shard(*model, mesh);
     const CollectiveCounter* step_counter = nullptr;
     int64_t gathers_before_first_block_computes = -1;
     register_forward_pre_hook(*model->layers[0]->down, [&](const at::Tensor& x) {
@@ -198,12 +199,14 @@ TEST(FullyShardTest, TheNextGroupIsPrefetchedOnceTheOrderIsKnown) {
       return x;
     });
     const at::Tensor x = batch(8).chunk(4)[rank];
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < 3; ++step) {
+      root.set_prefetch(step != 2);
       CollectiveCounter counter;
       step_counter = &counter;
       model->forward(x).pow(2).mean().backward();
-      // The root's and the first block's; then the second block's too.
-      EXPECT_EQ(gathers_before_first_block_computes, step == 0 ? 2 : 3) << "step " << step;
+      // The root's and the first block's; then the second block's too,
+      // unless prefetching is off.
+      EXPECT_EQ(gathers_before_first_block_computes, step == 1 ? 3 : 2) << "step " << step;
       EXPECT_EQ(counter.by_collective(), (Counts{{"all_gather_v", 5}, {"reduce_scatter_v", 3}}));
     }
   });
