@@ -125,14 +125,12 @@ at::Tensor mse(const at::Tensor& output, const at::Tensor& target) {
 
 struct HandCounts {
   Counts calls, bytes;
-};
-thread_local HandCounts* hand_counts = nullptr;
 
-void note(const char* kind, const at::Tensor& input) {
-  if (hand_counts == nullptr) return;
-  ++hand_counts->calls[kind];
-  hand_counts->bytes[kind] += static_cast<int64_t>(input.nbytes());
-}
+  void note(const char* kind, const at::Tensor& input) {
+    ++calls[kind];
+    bytes[kind] += static_cast<int64_t>(input.nbytes());
+  }
+};
 
 // Frees or refills `tensor`'s storage in place: autograd saved the
 // parameters (views of it) for backward, so the same storage must come back.
@@ -184,12 +182,16 @@ class FlatGroup {
   }
 
   bool reshard_after_forward() const { return reshard_after_forward_; }
+  // Where this group's collectives are counted; nullptr: nowhere. Held per
+  // group, not per thread: on CUDA, backward runs on libtorch's device
+  // threads.
+  void count_into(HandCounts* counts) { counts_ = counts; }
 
   void gather() {
     if (gathered_) return;
     resize_storage(full_, full_.nbytes());
     at::Tensor into = writable_alias(full_);
-    note("all_gather", shard_);
+    if (counts_ != nullptr) counts_->note("all_gather", shard_);
     comm_.all_gather(shard_, into);
     gathered_ = true;
   }
@@ -216,7 +218,7 @@ class FlatGroup {
     }
     flat.narrow(0, offset, flat.numel() - offset).zero_();
     grad_shard_ = at::empty({segment_}, options());
-    note("reduce_scatter", flat);
+    if (counts_ != nullptr) counts_->note("reduce_scatter", flat);
     comm_.reduce_scatter(flat, grad_shard_, ReduceOp::kAvg);
   }
 
@@ -248,6 +250,7 @@ class FlatGroup {
   int64_t segment_ = 0;
   at::Tensor shard_, grad_shard_, full_;
   bool gathered_ = false;
+  HandCounts* counts_ = nullptr;
 };
 
 // A block of the hand-written step: forward gathers its group, computes
@@ -431,7 +434,7 @@ class Zero3Step {
   StepResult run() {
     StepResult result;
     HandCounts counts;
-    hand_counts = &counts;
+    for (FlatGroup& group : groups_) group.count_into(&counts);
     at::Tensor loss;
     result.seconds = timed(s_.mesh.communicator(0), [&](auto lap) {
       loss = mse(forward(s_.x), s_.y);
@@ -441,7 +444,7 @@ class Zero3Step {
       lap();
       for (FlatGroup& group : groups_) group.sgd_step(s_.learning_rate);
     });
-    hand_counts = nullptr;
+    for (FlatGroup& group : groups_) group.count_into(nullptr);
     result.calls = counts.calls;
     result.bytes = counts.bytes;
     result.loss = batch_loss(comm_, loss);

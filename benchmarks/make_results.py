@@ -176,8 +176,9 @@ JSON and the machine's logs are committed in `benchmarks/nccl/` and redrawn as t
 programs ran on **one rank** with `DTENSOR_SINGLE_RANK_COLLECTIVES=1`, so that a size-1 mesh dim
 still runs its collective and the numbers measure dtensor's overhead above it (several ranks
 sharing one GPU talk over sockets: for correctness only). Times include one device
-synchronization per iteration. To replace it: unpack that run's `gpu-logs.tar.gz` into
-`benchmarks/results/` and rerun this script.
+synchronization per iteration. To replace it: copy that run's JSON, `nvidia-smi.log` and
+`torch.log` (in its `gpu-logs.tar.gz`) into `benchmarks/nccl/`, its commit into
+`benchmarks/nccl/commit.txt`, and rerun this script.
 
 ```sh
 # on the build machine: bash scripts/fetch_gpu_deps.sh; then through the device tool:
@@ -804,7 +805,43 @@ def nccl_section():
     ranks, text = collective_tables(runs)
     out += [f"\n### Raw collectives, {BACKEND_TITLES['nccl'].format(n=ranks)}\n\n", text]
     out += redistribute_tables(load_gbench(redistribute)[1], "nccl", "Redistribute, ")
+    out += nccl_prefetch_section()
     return out
+
+
+NCCL_PREFETCH_ABOUT = """\
+`fsdp_step_bench --prefetch` on 2 ranks sharing the GPU (`mpirun -np 2 ... --backend=nccl
+--ranks=2 --prefetch --rows=N --steps=10`): fully_shard's resharding step (the bench model: 4
+blocks 512/2048 and the root's layers) with prefetching on and off in turns
+(`FSDPModule::set_prefetch`), beside the step's 9 all-gathers issued alone. The two ranks'
+all-gathers cross host sockets (the step's 67 MB of gathered parameters take about 150 ms), so
+they dwarf the compute, and prefetching can hide at most the compute time: this shows that it
+overlaps, not what it saves on a node with one GPU per rank. hidden = step off - step on;
+share = hidden / the all-gathers' time.
+"""
+
+
+def nccl_prefetch_section():
+    runs = sorted(NCCL.glob("fsdp_prefetch_nccl_rows*.json"),
+                  key=lambda p: json.loads(p.read_text())["context"]["rows_per_rank"])
+    if not runs:
+        return []
+    lines = []
+    for path in runs:
+        data = json.loads(path.read_text())
+        cases = {r["case"]: r for r in data["rows"]}
+        on, off = cases["prefetch on"], cases["prefetch off"]
+        alone = cases["its all-gathers alone"]
+        hidden = off["step_ms"] - on["step_ms"]
+        lines.append([str(data["context"]["rows_per_rank"]),
+                      f"{sig(on['step_ms'])} ({sig(on['forward_ms'])} / {sig(on['backward_ms'])})",
+                      f"{sig(off['step_ms'])} ({sig(off['forward_ms'])} / "
+                      f"{sig(off['backward_ms'])})",
+                      sig(alone["step_ms"]), sig(hidden), f"{100 * hidden / alone['step_ms']:.0f}%"])
+    return ["\n### fully_shard prefetching, NCCL (2 ranks sharing the GPU)\n\n", NCCL_PREFETCH_ABOUT,
+            "\n", table(["rows per rank", "step ms, prefetch on (forward / backward)",
+                         "step ms, prefetch off (forward / backward)", "all-gathers alone ms",
+                         "hidden ms", "share of the all-gathers"], lines)]
 
 
 # ---------------------------------------------------------------------------

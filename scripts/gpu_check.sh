@@ -158,13 +158,14 @@ if record configure cmake "${configure_args[@]}" \
     fsdp_bench="${build_dir}/benchmarks/fsdp_step_bench"
     if [[ -x "${fsdp_bench}" ]]; then
       record fsdp_step_bench_nccl mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES=1 \
-        "${fsdp_bench}" --backend=nccl --ranks=1 --steps=20 || true
+        "${fsdp_bench}" --backend=nccl --ranks=1 --steps=20 \
+        "--json=${log_dir}/fsdp_step_bench_nccl.json" || true
       record fsdp_step_bench_nccl_2ranks mpirun -np 2 "${fsdp_bench}" --backend=nccl --ranks=2 \
         --size=test --steps=2 || true
       # What prefetching hides: two ranks sharing the GPU (their all-gathers
       # go over host sockets, slower than NVLink: indicative), with the
-      # bench's 64 rows per rank and with 2048 (more compute to hide under).
-      for rows in 64 2048; do
+      # bench's 64 rows per rank and with 32768 (more compute to hide under).
+      for rows in 64 32768; do
         record "fsdp_prefetch_nccl_rows${rows}" mpirun -np 2 "${fsdp_bench}" --backend=nccl \
           --ranks=2 --prefetch --rows="${rows}" --steps=10 \
           "--json=${log_dir}/fsdp_prefetch_nccl_rows${rows}.json" || true

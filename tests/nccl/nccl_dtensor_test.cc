@@ -193,11 +193,13 @@ TEST_F(NcclDTensorTest, FullyShardTrainsLikeOneDevice) {
 
 // The fused attention kernels on CUDA (the one at::scaled_dot_product_attention
 // picks, and memory-efficient, flash and cuDNN attention called directly) on
-// heads split over the ranks: no collective forward or backward, the output
-// and the gradients equal one device's within the dtype's rounding (the
-// kernels' work split depends on the number of heads), their bookkeeping
-// replicated. A kernel this build or GPU lacks for a dtype is skipped, named
-// in the log; each kernel's return shapes are printed for the record.
+// heads split over the ranks: no collective forward or backward; each rank's
+// output and gradients are exactly what the kernel gives on that rank's heads
+// alone, and the whole equals one device's within the dtype's rounding (a
+// kernel's work split, and so its rounding, can depend on the number of
+// heads); their bookkeeping replicated. A kernel this build or GPU lacks for
+// a dtype is skipped, named in the log; each kernel's return shapes, and its
+// largest difference from one device, are printed for the record.
 TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
   const DeviceMesh mesh = init_device_mesh("nccl", {world_size_});
   const at::TensorOptions gpu = at::TensorOptions().device(mesh.device());
@@ -236,6 +238,17 @@ TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
         continue;
       }
       if (!expected.has_value()) continue;
+      // cuDNN attention called directly in float32 returns NaN on one device
+      // (PyTorch 2.11, H100): not a kernel for that dtype.
+      if (!expected->front().toTensor().isfinite().all().item<bool>()) {
+        if (mesh.world()->rank() == 0) {
+          std::printf(
+              "FusedAttentionSplitsHeads: %s returns non-finite %s values on one device "
+              "from finite inputs: skipped\n",
+              name, c10::toString(dtype));
+        }
+        continue;
+      }
       if (mesh.world()->rank() == 0) {
         std::printf("FusedAttentionSplitsHeads: %s %s returns", name, c10::toString(dtype));
         for (const c10::IValue& r : *expected) {
@@ -254,6 +267,13 @@ TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
         inputs.push_back(
             distribute_tensor(t, mesh, parse_placements("S(1)")).tensor().requires_grad_());
       }
+      const int64_t rank = mesh.get_local_rank(0);
+      std::vector<at::Tensor> own_heads;
+      for (const at::Tensor& t : qkv) {
+        own_heads.push_back(t.chunk(world_size_, 1)[rank].contiguous().requires_grad_());
+      }
+      const at::Tensor own_out = attend(own_heads)->front().toTensor();
+      own_out.to(at::kFloat).pow(2).sum().backward();
       CollectiveCounter collectives;
       const torch::jit::Stack returns = *attend(inputs);
       const DTensor out(returns.front().toTensor());
@@ -264,12 +284,30 @@ TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
         if (!returns[j].isTensor() || !returns[j].toTensor().defined()) continue;
         EXPECT_EQ(placements_to_string(DTensor(returns[j].toTensor()).placements()), "R") << j;
       }
-      EXPECT_TRUE(at::allclose(out.full_tensor().to(at::kFloat),
-                               expected->front().toTensor().to(at::kFloat), tolerance, tolerance));
+      EXPECT_TRUE(at::equal(out.to_local(), own_out));
+      const auto largest_difference = [](const at::Tensor& a, const at::Tensor& b) {
+        return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
+      };
+      const at::Tensor full_out = out.full_tensor();
+      std::string differences =
+          ::testing::PrintToString(largest_difference(full_out, expected->front().toTensor()));
+      EXPECT_TRUE(at::allclose(full_out.to(at::kFloat), expected->front().toTensor().to(at::kFloat),
+                               tolerance, tolerance));
       for (size_t i = 0; i < 3; ++i) {
-        EXPECT_TRUE(at::allclose(DTensor(inputs[i].grad()).full_tensor().to(at::kFloat),
-                                 reference[i].grad().to(at::kFloat), tolerance, tolerance))
+        const DTensor grad(inputs[i].grad());
+        EXPECT_TRUE(at::equal(grad.to_local(), own_heads[i].grad())) << "gradient " << i;
+        const at::Tensor full_grad = grad.full_tensor();
+        differences +=
+            " " + ::testing::PrintToString(largest_difference(full_grad, reference[i].grad()));
+        EXPECT_TRUE(at::allclose(full_grad.to(at::kFloat), reference[i].grad().to(at::kFloat),
+                                 tolerance, tolerance))
             << "gradient " << i;
+      }
+      if (rank == 0) {
+        std::printf(
+            "FusedAttentionSplitsHeads: %s %s: largest difference from one device "
+            "(output, gradients): %s\n",
+            name, c10::toString(dtype), differences.c_str());
       }
     }
   }
