@@ -172,10 +172,11 @@ iterations per cell in full mode.
 
 NCCL_ABOUT = """\
 From `scripts/gpu_check.sh --bench` on the lent GPU machine, which this script cannot reach: the
-JSON and the machine's logs are committed in `benchmarks/nccl/` and redrawn as they are. Both
-programs ran on **one rank** with `DTENSOR_SINGLE_RANK_COLLECTIVES=1`, so that a size-1 mesh dim
-still runs its collective and the numbers measure dtensor's overhead above it (several ranks
-sharing one GPU talk over sockets: for correctness only). Times include one device
+JSON and the machine's logs are committed in `benchmarks/nccl/` and redrawn as they are. The
+collective and redistribute benchmarks ran on **one rank** with
+`DTENSOR_SINGLE_RANK_COLLECTIVES=1`, so that a size-1 mesh dim still runs its collective and the
+numbers measure dtensor's overhead above it (several ranks sharing one GPU talk over sockets);
+only the prefetch measurement at the end runs on two. Times include one device
 synchronization per iteration. To replace it: copy that run's JSON, `nvidia-smi.log` and
 `torch.log` (in its `gpu-logs.tar.gz`) into `benchmarks/nccl/`, its commit into
 `benchmarks/nccl/commit.txt`, and rerun this script.
@@ -184,7 +185,7 @@ synchronization per iteration. To replace it: copy that run's JSON, `nvidia-smi.
 # on the build machine: bash scripts/fetch_gpu_deps.sh; then through the device tool:
 run(command="bash scripts/gpu_check.sh --build-only", carry=[".deps/absl"])
 run(command="bash scripts/gpu_check.sh --bench", carry=[".deps/absl"])
-# which runs, after the tests, for collective_bench and redistribute_bench:
+# which runs, after the GPU suites, for collective_bench and redistribute_bench:
 mpirun -np 1 -x DTENSOR_SINGLE_RANK_COLLECTIVES=1 build-gpu/benchmarks/<program> --backend=nccl \\
   --benchmark_min_time=0.05s --benchmark_out=<program>_nccl.json --benchmark_out_format=json
 ```
@@ -814,10 +815,13 @@ NCCL_PREFETCH_ABOUT = """\
 --ranks=2 --prefetch --rows=N --steps=10`): fully_shard's resharding step (the bench model: 4
 blocks 512/2048 and the root's layers) with prefetching on and off in turns
 (`FSDPModule::set_prefetch`), beside the step's 9 all-gathers issued alone. The two ranks'
-all-gathers cross host sockets (the step's 67 MB of gathered parameters take about 150 ms), so
-they dwarf the compute, and prefetching can hide at most the compute time: this shows that it
-overlaps, not what it saves on a node with one GPU per rank. hidden = step off - step on;
-share = hidden / the all-gathers' time.
+all-gathers cross host sockets (the step's 68 MB of gathered parameters take about 150 ms), so
+they dwarf the compute, and prefetching can hide at most the compute time: with the bench's 64
+rows the difference is noise; with 32768 rows (more compute to hide under) prefetching hides a
+fifth of the all-gathers' time. This shows that it overlaps, not what it saves on a node with one
+GPU per rank. hidden = step off - step on (medians); share = hidden / the all-gathers' time, of
+which at most 6 of the 9 all-gathers can be hidden (the root's, and the first group's in each
+direction, have nothing before them).
 """
 
 

@@ -5,9 +5,10 @@
 # pip libtorch with CUDA in /opt/torch/.venv, Open MPI, NCCL, GoogleTest and
 # Google Benchmark installed, no network, no Abseil). It configures dtensor
 # with the NCCL backend into build-gpu, builds everything, runs every CTest
-# test (the gpu-labelled suites first, the CPU ones last) and, with --bench,
-# the NCCL collective and redistribute benchmarks, fully_shard's step on one
-# rank and what its prefetching hides on two (design.md section 6 measures
+# test and, with --bench, the NCCL collective and redistribute benchmarks,
+# fully_shard's step on one rank and what its prefetching hides on two; in
+# that order: the gpu-labelled suites, the benchmarks, then the CPU suites
+# (which CI runs too) last (design.md section 6 measures
 # redistribute overhead on one H100 rank; several ranks sharing the GPU talk
 # over sockets and are for correctness only). With --build-only it stops after
 # the build: a cold build and the tests may not fit one 10-minute device call,
@@ -46,12 +47,19 @@ declare -a summary=()
 status=0
 
 step() { echo; echo "==== gpu_check: $*"; }
+# Packs the logs into $OUT (when set) through a temporary file, so that a
+# call cut off mid-pack still brings back the previous step's archive.
 pack_logs() {
-  [[ -n "${OUT:-}" ]] && tar -czf "${OUT}/gpu-logs.tar.gz" -C "${build_dir}" gpu-logs
+  [[ -n "${OUT:-}" ]] || return 0
+  if ! { tar -czf "${OUT}/gpu-logs.tar.gz.tmp" -C "${build_dir}" gpu-logs \
+         && mv -f "${OUT}/gpu-logs.tar.gz.tmp" "${OUT}/gpu-logs.tar.gz"; }; then
+    echo "gpu_check: packing the logs failed" >&2
+  fi
   return 0
 }
 # Runs "$@" with its output in the log $1 (and on the console); records the
-# outcome in the summary instead of stopping, so that later steps still run.
+# outcome in the summary (also written to summary.txt) instead of stopping,
+# so that later steps still run, packs the logs, and returns 1 on failure.
 record() {
   local name="$1"; shift
   local log="${log_dir}/${name}.log"
@@ -82,6 +90,8 @@ print_summary() {
       | sed 's/^/  /' || true
   done
   echo "  overall: $([[ ${status} == 0 ]] && echo PASS || echo FAIL)"
+  { printf '%s\n' "${summary[@]}"; echo "overall: $([[ ${status} == 0 ]] && echo PASS || echo FAIL)"; } \
+    > "${log_dir}/summary.txt"
   pack_logs
 }
 trap print_summary EXIT

@@ -139,6 +139,7 @@ void FsdpParamGroup::join(const std::shared_ptr<FsdpModelState>& state) {
     }
   }
   state->unsharded_bytes += old->unsharded_bytes;
+  state->prefetch = state->prefetch && old->prefetch;
 }
 
 void FsdpParamGroup::for_each_in_subtree(const std::function<void(FsdpParamGroup&)>& visit) {

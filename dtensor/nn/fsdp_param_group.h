@@ -54,11 +54,13 @@ class FsdpParamGroup;
 struct FsdpModelState {
   std::vector<std::weak_ptr<FsdpParamGroup>> groups;
   // The groups in the order their forward ran, learnt until the first
-  // backward ends; from then on each group prefetches its neighbour's
-  // all-gather (the next in forward, the previous in backward).
+  // backward ends; from then on, while prefetching is on, each group
+  // prefetches its neighbour's all-gather (the next in forward, the previous
+  // in backward).
   std::vector<std::weak_ptr<FsdpParamGroup>> forward_order;
   bool forward_order_known = false;
-  bool prefetch = true;  // FSDPModule::set_prefetch
+  // Off only to measure what prefetching hides (FSDPModule::set_prefetch).
+  bool prefetch = true;
   bool final_callback_queued = false;
   int64_t unsharded_bytes = 0;
   int64_t peak_unsharded_bytes = 0;
@@ -115,7 +117,7 @@ class FsdpParamGroup : public std::enable_shared_from_this<FsdpParamGroup> {
   c10::ScalarType param_dtype() const;  // what the gathered parameters compute in
   c10::ScalarType reduce_dtype() const;
   // Starts the all-gather of the neighbour `step` places away in forward
-  // order, once the order is known.
+  // order, once the order is known and while prefetching is on.
   void prefetch(int step);
   std::vector<int64_t> shard_versions() const;
   void allocate_unsharded();

@@ -122,7 +122,8 @@ class FSDPModule {
   // Whether each group issues its neighbour's all-gather (the next in
   // forward, the previous in backward) before it computes, from the second
   // step on (default true; on CUDA the gather then runs beside the group's
-  // kernels). Applies to every group of the model. Turn it off only to
+  // kernels). Applies to every group of the model (a group fully_shard'ed
+  // later into a model with it off keeps it off). Turn it off only to
   // measure what prefetching hides (benchmarks/fsdp_step_bench.cc).
   void set_prefetch(bool prefetch) const;
   // The parameters this call sharded (DTensors), in registration order.

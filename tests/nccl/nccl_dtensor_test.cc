@@ -14,6 +14,8 @@
 
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include <dtensor/core/random.h>
 #include <dtensor/dtensor.h>
@@ -225,6 +227,15 @@ TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
         arguments["query"] = in[0], arguments["key"] = in[1], arguments["value"] = in[2];
         return testing::call_op(name, arguments);
       };
+      // cuDNN's attention has half and bfloat16 kernels only; called directly
+      // in float32, PyTorch 2.11 runs it anyway and returns NaN (H100).
+      if (dtype == at::kFloat &&
+          std::string_view(name) == "aten::_scaled_dot_product_cudnn_attention") {
+        if (mesh.world()->rank() == 0) {
+          std::printf("FusedAttentionSplitsHeads: %s has no Float kernel: skipped\n", name);
+        }
+        continue;
+      }
       std::vector<at::Tensor> reference;
       for (const at::Tensor& t : qkv) reference.push_back(t.clone().requires_grad_());
       std::optional<torch::jit::Stack> expected;
@@ -238,17 +249,6 @@ TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
         continue;
       }
       if (!expected.has_value()) continue;
-      // cuDNN attention called directly in float32 returns NaN on one device
-      // (PyTorch 2.11, H100): not a kernel for that dtype.
-      if (!expected->front().toTensor().isfinite().all().item<bool>()) {
-        if (mesh.world()->rank() == 0) {
-          std::printf(
-              "FusedAttentionSplitsHeads: %s returns non-finite %s values on one device "
-              "from finite inputs: skipped\n",
-              name, c10::toString(dtype));
-        }
-        continue;
-      }
       if (mesh.world()->rank() == 0) {
         std::printf("FusedAttentionSplitsHeads: %s %s returns", name, c10::toString(dtype));
         for (const c10::IValue& r : *expected) {
@@ -267,6 +267,8 @@ TEST_F(NcclDTensorTest, FusedAttentionSplitsHeads) {
         inputs.push_back(
             distribute_tensor(t, mesh, parse_placements("S(1)")).tensor().requires_grad_());
       }
+      // Exact on this shape: at 64 positions the backward kernels take one
+      // key block, so no atomic adds order the sums differently per call.
       const int64_t rank = mesh.get_local_rank(0);
       std::vector<at::Tensor> own_heads;
       for (const at::Tensor& t : qkv) {
