@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -449,21 +448,20 @@ SavedBox parse_box(const nlohmann::json& value, const Shape& shape, const std::s
   return box;
 }
 
-// The JSON file `path`, or a clear error.
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DTENSOR_CHECK(in.good(), "checkpoint: cannot read ", path);
+// The JSON `text` of the file `path`, or a clear error.
+nlohmann::json parse_json(const std::string& path, const std::string& text) {
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     DTENSOR_CHECK(false, "checkpoint: ", path, " is not valid JSON: ", error.what());
   }
   return {};
 }
 
-Source read_index(const std::string& dir) {
+// The checkpoint in `dir` whose index.json holds `text`.
+Source read_index(const std::string& dir, const std::string& text) {
   const std::string path = join_path(dir, kIndexFile);
-  const nlohmann::json json = read_json(path);
+  const nlohmann::json json = parse_json(path, text);
   const std::string where = "checkpoint: " + path;
   DTENSOR_CHECK(
       json.is_object() && json.value("format", "") == kFormat && json.value("version", 0) == 1,
@@ -511,11 +509,11 @@ void add_whole_tensors(Source& source, const std::string& file,
   }
 }
 
-// A Hugging Face sharded checkpoint: model.safetensors.index.json's
-// "weight_map" names the file of each tensor.
-Source read_hf_index(const std::string& dir) {
+// A Hugging Face sharded checkpoint: model.safetensors.index.json (`text`)
+// has a "weight_map" that names the file of each tensor.
+Source read_hf_index(const std::string& dir, const std::string& text) {
   const std::string path = join_path(dir, kHfIndexFile);
-  const nlohmann::json json = read_json(path);
+  const nlohmann::json json = parse_json(path, text);
   const std::string where = "checkpoint: " + path;
   const nlohmann::json& weight_map = json_member(json, "weight_map", where);
   DTENSOR_CHECK(weight_map.is_object(), where, ": \"weight_map\": expected an object, found ",
@@ -531,15 +529,21 @@ Source read_hf_index(const std::string& dir) {
   return source;
 }
 
+// A checkpoint of `save` costs one open of its index, read whole (no stat
+// first, no stream); the other kinds are looked for after.
 Source read_source(const std::string& path) {
-  DTENSOR_CHECK(path_exists(path), "checkpoint: ", path, " does not exist");
+  if (!path.empty()) {
+    if (const auto text = read_file_if_exists(join_path(path, kIndexFile)))
+      return read_index(path, *text);
+  }
   if (!is_directory(path)) {
+    DTENSOR_CHECK(path_exists(path), "checkpoint: ", path, " does not exist");
     Source source{parent_directory(path), {}};
     add_whole_tensors(source, path.substr(path.find_last_of('/') + 1), nullptr);
     return source;
   }
-  if (path_exists(join_path(path, kIndexFile))) return read_index(path);
-  if (path_exists(join_path(path, kHfIndexFile))) return read_hf_index(path);
+  if (const auto text = read_file_if_exists(join_path(path, kHfIndexFile)))
+    return read_hf_index(path, *text);
   DTENSOR_CHECK(path_exists(join_path(path, kHfSingleFile)),
                 "checkpoint: expected a .safetensors file or a directory holding ", kIndexFile,
                 ", ", kHfIndexFile, " or ", kHfSingleFile, ", found the directory ", path,
