@@ -71,6 +71,24 @@ std::vector<Run> runs_within(const std::vector<int64_t>& indices, int64_t begin,
   return runs;
 }
 
+// The first of `indices` when they are consecutive from it (a Shard's or
+// Replicate's dim, and every dim of a plain tensor), else nothing.
+std::optional<int64_t> consecutive_from(const std::vector<int64_t>& indices) {
+  for (size_t j = 1; j < indices.size(); ++j) {
+    if (indices[j] != indices[0] + static_cast<int64_t>(j)) return std::nullopt;
+  }
+  return indices.empty() ? 0 : indices[0];
+}
+
+// runs_within for the `count` consecutive indices from `first`: at most one
+// run, found without visiting the indices.
+std::vector<Run> runs_within_range(int64_t first, int64_t count, int64_t begin, int64_t end) {
+  const int64_t low = std::max(first, begin);
+  const int64_t high = std::min(first + count, end);
+  if (low >= high) return {};
+  return {{low - first, low, high - low}};
+}
+
 // Calls `visit` with one run per dim for every combination of `runs` (once,
 // with no runs, for a 0-dim tensor; never when a dim has none).
 void for_each_region(const std::vector<std::vector<Run>>& runs,
@@ -196,11 +214,12 @@ World world_of(const std::map<std::string, at::Tensor>& state) {
 int64_t sum_over_ranks(const World& world, int64_t value) {
   if (!world.mesh) return value;
   const DeviceMesh& mesh = *world.mesh;
-  auto spec =
-      std::make_shared<const DTensorSpec>(mesh, parse_placements("P(sum)"), Shape{1}, at::kLong);
+  static const std::vector<PlacementPtr> partial_sum = {Partial::make(ReduceOp::kSum)};
+  static const std::vector<PlacementPtr> replicate = {Replicate::make()};
+  auto spec = std::make_shared<const DTensorSpec>(mesh, partial_sum, Shape{1}, at::kLong);
   const DTensor terms(at::full({1}, value, at::TensorOptions(at::kLong).device(mesh.device())),
                       spec);
-  return terms.redistribute({Replicate::make()}).to_local().to(at::kCPU).item<int64_t>();
+  return terms.redistribute(replicate).to_local().to(at::kCPU).item<int64_t>();
 }
 
 // Throws on every rank when any rank's `error` is set (its own message where
@@ -633,14 +652,23 @@ struct Read {
 // The reads that fill `target` from `record`, checked to cover every local
 // element exactly once.
 std::vector<Read> plan_reads(const Target& target, const SavedTensor& record) {
+  // Dims whose indices are consecutive (most) meet each box in one step,
+  // not one per index.
+  std::vector<std::optional<int64_t>> firsts;
+  for (const std::vector<int64_t>& indices : target.indices)
+    firsts.push_back(consecutive_from(indices));
   std::vector<Read> reads;
   int64_t covered = 0;
   for (const SavedBox& box : record.boxes) {
     Read read{&box, {}};
     int64_t count = 1;
     for (size_t d = 0; d < box.sizes.size(); ++d) {
+      const int64_t begin = box.offsets[d];
+      const int64_t end = begin + box.sizes[d];
       read.runs.push_back(
-          runs_within(target.indices[d], box.offsets[d], box.offsets[d] + box.sizes[d]));
+          firsts[d] ? runs_within_range(*firsts[d], static_cast<int64_t>(target.indices[d].size()),
+                                        begin, end)
+                    : runs_within(target.indices[d], begin, end));
       int64_t held = 0;
       for (const Run& run : read.runs.back()) held += run.length;
       count *= held;
@@ -672,13 +700,13 @@ class Readers {
   std::map<std::string, SafetensorsReader> readers_;
 };
 
-// Reads the part of `box` given by one run per dim into `out` (contiguous,
-// the runs' lengths), one pread per contiguous chunk of the file.
+// Reads the part of `box` given by one run per dim into `destination`
+// (contiguous, the runs' lengths, of `element`-byte elements), one pread per
+// contiguous chunk of the file.
 void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
-                 const SavedBox& box, const std::vector<Run>& region, at::Tensor& out) {
+                 const SavedBox& box, const std::vector<Run>& region, char* destination,
+                 int64_t element) {
   const int64_t ndim = static_cast<int64_t>(region.size());
-  const int64_t element = static_cast<int64_t>(out.element_size());
-  char* destination = static_cast<char*>(out.data_ptr());
   if (ndim == 0) {
     reader.read(entry, 0, element, destination);
     return;
@@ -702,6 +730,22 @@ void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
   }
 }
 
+// Where the elements of `tensor` at `region`'s local runs start, when they
+// are one contiguous block of it (what is_contiguous says of the narrowed
+// view, found without making it); else null.
+char* block_start(const at::Tensor& tensor, const std::vector<Run>& region) {
+  const c10::IntArrayRef strides = tensor.strides();
+  int64_t offset = 0;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(region.size()) - 1; d >= 0; --d) {
+    offset += region[d].local * strides[d];
+    if (region[d].length == 1) continue;
+    if (strides[d] != expected) return nullptr;
+    expected *= region[d].length;
+  }
+  return static_cast<char*>(tensor.data_ptr()) + offset * tensor.element_size();
+}
+
 // Checks that the file entry `read` names holds what the index says.
 void check_entry(const Read& read, const SavedTensor& record, Readers& readers) {
   const SafetensorsReader& reader = readers.open(read.box->file);
@@ -720,19 +764,20 @@ void read_into(at::Tensor& destination, const std::vector<Read>& reads, Readers&
     const SafetensorsReader& reader = readers.open(read.box->file);
     const SafetensorsEntry& entry = reader.entry(read.box->entry);
     for_each_region(read.runs, [&](const std::vector<Run>& region) {
+      // Straight into the destination where the region is one block of it
+      // (the whole shard, or whole rows of it): no second buffer to fault
+      // in and copy.
+      if (char* start = block_start(destination, region)) {
+        read_region(reader, entry, *read.box, region, start, destination.element_size());
+        return;
+      }
       at::Tensor part = destination;
       for (size_t d = 0; d < region.size(); ++d) {
         part = part.narrow(static_cast<int64_t>(d), region[d].local, region[d].length);
       }
-      // Straight into the destination where the region is one block of it
-      // (the whole shard, or whole rows of it): no second buffer to fault
-      // in and copy.
-      if (part.is_contiguous()) {
-        read_region(reader, entry, *read.box, region, part);
-        return;
-      }
       at::Tensor block = at::empty(part.sizes(), destination.options());
-      read_region(reader, entry, *read.box, region, block);
+      read_region(reader, entry, *read.box, region, static_cast<char*>(block.data_ptr()),
+                  block.element_size());
       part.copy_(block);
     });
   }
