@@ -212,14 +212,7 @@ World world_of(const std::map<std::string, at::Tensor>& state) {
 
 // The sum of every rank's `value` (a barrier too).
 int64_t sum_over_ranks(const World& world, int64_t value) {
-  if (!world.mesh) return value;
-  const DeviceMesh& mesh = *world.mesh;
-  static const std::vector<PlacementPtr> partial_sum = {Partial::make(ReduceOp::kSum)};
-  static const std::vector<PlacementPtr> replicate = {Replicate::make()};
-  auto spec = std::make_shared<const DTensorSpec>(mesh, partial_sum, Shape{1}, at::kLong);
-  const DTensor terms(at::full({1}, value, at::TensorOptions(at::kLong).device(mesh.device())),
-                      spec);
-  return terms.redistribute(replicate).to_local().to(at::kCPU).item<int64_t>();
+  return world.mesh ? sum_over_mesh(*world.mesh, value) : value;
 }
 
 // Throws on every rank when any rank's `error` is set (its own message where
