@@ -7,35 +7,43 @@
 // rank, rows = bytes / 4096 (rounded up to a multiple of the ranks), bytes =
 // 1 MiB, 16 MiB and 256 MiB: the size in the name is the GLOBAL tensor's
 // bytes; each rank holds bytes / ranks.
-// Cases, each rank on its own shard:
-//   save       checkpoint::save to a new directory: its file written and
-//              fsynced, the index, the directories synced, the rename
-//   raw_write  open a new file, write(2) the shard's bytes, fsync, close:
-//              the floor of save
-//   load       checkpoint::load of a checkpoint of the same layout, saved
-//              before the timed iterations: the index and the file's header
-//              read and checked on every rank, one all-reduce of the
-//              verdict, pread of the shard's bytes straight into the shard
-//   raw_read   open the file, pread(2) the shard's bytes into a buffer, close:
-//              the floor of load; its buffer is made once and touched before
-//              the clock starts, as the shard is.
-// The directory left by each save and the file of each raw_write are removed
-// after the clock stops, so every iteration writes new files.
+// Cases, each rank on its own shard, each timed beside its raw floor in the
+// same benchmark, one after the other in every iteration, so that whatever
+// drifts during a run (the page cache, the disk, other work on the machine)
+// weighs on both alike:
+//   save   checkpoint::save to a new directory: its file written and fsynced,
+//          the index, the directories synced, the rename; then raw write:
+//          open a new file, write(2) the shard's bytes, fsync, close
+//   load   checkpoint::load of a checkpoint of the same layout, saved before
+//          the timed iterations: the index and the file's header read and
+//          checked on every rank, one vote of every rank's verdict, pread of
+//          the shard's bytes straight into the shard; then raw read: open
+//          the file, pread(2) the shard's bytes into a buffer, close (its
+//          buffer is made once and touched before the clock starts, as the
+//          shard is)
+// The directory left by each save and the file of each raw write are removed
+// after the clock stops, so every iteration writes new files. The values are
+// checked after the timed iterations: the shard loaded and the buffer read
+// (both zeroed before the first iteration) hold what was saved, and for save
+// the last checkpoint written loads back to the shard.
 //
 // Page cache: nothing is dropped from it (that needs root and would time the
 // disk instead of the library). Writes are timed through fsync, so save and
-// raw_write include reaching the device; load and raw_read read files just
-// written, so they are served from the page cache: memory bandwidth plus
+// the raw write include reaching the device; load and the raw read read files
+// just written, so they are served from the page cache: memory bandwidth plus
 // system calls, the same for both. Where the files go decides what the write
 // numbers mean: the directory is $DTENSOR_CHECKPOINT_BENCH_DIR, else /tmp
 // (check with `df` whether that is tmpfs or a disk).
 //
-// Timing: each iteration is barrier, the call on every rank, then the span
-// from the earliest rank's start to the last rank's end (bench_support.h's
-// time_span_over_ranks) as Google Benchmark's manual time. Counters (decimal GB/s, as
-// collective_bench):
-//   gbps   the global tensor's bytes / time / 1e9
-//   bytes  the global tensor's bytes;  ranks  the world size
+// Timing: each call (ours, then raw) is barrier, the call on every rank, then
+// the span from the earliest rank's start to the last rank's end
+// (bench_support.h's time_span_over_ranks). Google Benchmark's manual time is
+// ours. Counters (decimal GB/s, as collective_bench):
+//   gbps          the global tensor's bytes / our time / 1e9
+//   raw_us        the raw call's mean time per iteration, in microseconds
+//   raw_gbps      the global tensor's bytes / the raw time / 1e9
+//   ratio_to_raw  our total time / the raw total time (<= 1.25 is the goal)
+//   bytes         the global tensor's bytes;  ranks  the world size
 // Names: <case>/<backend>/<n>ranks/<bytes>, e.g. save/local/4ranks/268435456
 // (Google Benchmark appends "/manual_time").
 //
@@ -81,8 +89,8 @@ constexpr int64_t kMaxBytes = int64_t{1} << 28;  // 256 MiB
 constexpr int64_t kBytesStep = 16;
 
 // Command ids; the report order.
-enum Case : int64_t { kSave, kRawWrite, kLoad, kRawRead, kCaseCount };
-constexpr const char* kCaseNames[kCaseCount] = {"save", "raw_write", "load", "raw_read"};
+enum Case : int64_t { kSave, kLoad, kCaseCount };
+constexpr const char* kCaseNames[kCaseCount] = {"save", "load"};
 
 // The rows of a `bytes` case: a multiple of `ranks`, so every shard is alike.
 int64_t global_rows(int64_t bytes, int ranks) {
@@ -96,6 +104,13 @@ std::string shared_directory(const RankContext& ctx) {
   const double pid = bench::max_over_ranks(ctx, rank_of(ctx) == 0 ? ::getpid() : 0);
   return join_path(base != nullptr ? base : "/tmp",
                    "dtensor-checkpoint-bench-" + std::to_string(static_cast<int64_t>(pid)));
+}
+
+// The values rank `rank`'s shard of `numel` elements is saved with: a
+// pattern that differs between ranks and repeats only every 4093 elements,
+// so bytes read from the wrong place or file are seen.
+at::Tensor shard_values(const at::TensorOptions& options, int64_t numel, int rank) {
+  return at::arange(numel, options).remainder(4093).add_(4096.0 * (rank + 1));
 }
 
 // Reads all of `path` into `buffer` (its size), as a program that knows its
@@ -122,53 +137,80 @@ void raw_write(const std::string& path, const at::Tensor& tensor) {
   file.close();
 }
 
-// One benchmark run of a case on one rank: the state (and for the reads,
-// the files) made by the constructor, then `time_one` per iteration.
+// Seconds of one call of ours and of its raw floor, on every rank together.
+struct Times {
+  double ours = 0;
+  double raw = 0;
+};
+
+// One benchmark run of a case on one rank: the state and the files made by
+// the constructor, then `time_one` per iteration, then `check`.
 class CheckpointRun {
  public:
   CheckpointRun(const RankContext& ctx, const DeviceMesh& mesh, const std::string& dir, Case which,
                 int64_t bytes)
       : ctx_(ctx), dir_(dir), which_(which), leader_(rank_of(ctx) == 0) {
     const int64_t local_rows = global_rows(bytes, size_of(ctx)) / size_of(ctx);
-    const at::Tensor local = bench::zeros(ctx.options, local_rows * kColumns).view({-1, kColumns});
-    state_ = {{"w", from_local(local, mesh, {Shard::make(0)})}};
+    expected_ = shard_values(ctx.options, local_rows * kColumns, rank_of(ctx)).view({-1, kColumns});
+    state_ = {{"w", from_local(expected_.clone(), mesh, {Shard::make(0)})}};
     raw_file_ = join_path(dir_, "raw-" + std::to_string(rank_of(ctx)));
-    if (which_ == kLoad) checkpoint::save(state_, join_path(dir_, "load"));
-    if (which_ == kRawRead) {
-      buffer_ = bench::zeros(ctx.options, local.numel());
-      raw_write(raw_file_, local);
+    if (which_ == kLoad) {
+      checkpoint::save(state_, join_path(dir_, "load"));
+      raw_write(raw_file_, expected_);
+      // Zeros (every page touched) that the loads and reads must overwrite.
+      DTensor(state_.at("w")).to_local().zero_();
+      buffer_ = bench::zeros(ctx.options, expected_.numel()).view({-1, kColumns});
     }
   }
 
   ~CheckpointRun() {
-    if (which_ == kLoad && leader_) checkpoint::remove_tree(join_path(dir_, "load"));
-    if (which_ == kRawRead) checkpoint::remove_tree(raw_file_);
+    if (which_ == kLoad) {
+      if (leader_) checkpoint::remove_tree(join_path(dir_, "load"));
+      checkpoint::remove_tree(raw_file_);
+    }
   }
   CheckpointRun(const CheckpointRun&) = delete;
   CheckpointRun& operator=(const CheckpointRun&) = delete;
 
-  // Seconds of one call on every rank together (bench_support.h).
-  double time_one() {
-    const at::Tensor local = DTensor(state_.at("w")).to_local();
-    switch (which_) {
-      case kSave: {
-        const double seconds = bench::time_span_over_ranks(
-            ctx_, [&] { checkpoint::save(state_, join_path(dir_, "save")); });
-        if (leader_) checkpoint::remove_tree(join_path(dir_, "save"));
-        return seconds;
-      }
-      case kRawWrite: {
-        const double seconds =
-            bench::time_span_over_ranks(ctx_, [&] { raw_write(raw_file_, local); });
-        checkpoint::remove_tree(raw_file_);
-        return seconds;
-      }
-      case kLoad:
-        return bench::time_span_over_ranks(
-            ctx_, [&] { checkpoint::load(state_, join_path(dir_, "load")); });
-      default:
-        return bench::time_span_over_ranks(ctx_, [&] { raw_read(raw_file_, buffer_); });
+  // One call of ours, then one of raw (bench_support.h's span timing).
+  Times time_one() {
+    Times times;
+    if (which_ == kSave) {
+      const at::Tensor local = DTensor(state_.at("w")).to_local();
+      times.ours = bench::time_span_over_ranks(
+          ctx_, [&] { checkpoint::save(state_, join_path(dir_, "save")); });
+      if (leader_) checkpoint::remove_tree(join_path(dir_, "save"));
+      times.raw = bench::time_span_over_ranks(ctx_, [&] { raw_write(raw_file_, local); });
+      checkpoint::remove_tree(raw_file_);
+    } else {
+      times.ours = bench::time_span_over_ranks(
+          ctx_, [&] { checkpoint::load(state_, join_path(dir_, "load")); });
+      times.raw = bench::time_span_over_ranks(ctx_, [&] { raw_read(raw_file_, buffer_); });
     }
+    return times;
+  }
+
+  // After the timed iterations (collective): throws unless the last load and
+  // read brought back the saved values, or for save, unless a checkpoint
+  // written as the timed ones were loads back into a zeroed shard.
+  void check() {
+    if (which_ == kSave) {
+      const std::string dir = join_path(dir_, "save");
+      checkpoint::save(state_, dir);
+      std::map<std::string, at::Tensor> loaded = {
+          {"w", from_local(at::zeros_like(expected_), DTensor(state_.at("w")).mesh(),
+                           {Shard::make(0)})}};
+      checkpoint::load(loaded, dir);
+      state_ = std::move(loaded);
+      ctx_.comm->barrier();  // every rank has read it
+      if (leader_) checkpoint::remove_tree(dir);
+    } else {
+      DTENSOR_CHECK(at::equal(buffer_, expected_), "checkpoint_bench: the raw read of ", raw_file_,
+                    " did not return the bytes written");
+    }
+    DTENSOR_CHECK(at::equal(DTensor(state_.at("w")).to_local(), expected_),
+                  "checkpoint_bench: rank ", rank_of(ctx_), ": the shard loaded from ",
+                  which_ == kSave ? "the saved" : "the", " checkpoint differs from the one saved");
   }
 
  private:
@@ -176,9 +218,10 @@ class CheckpointRun {
   std::string dir_;
   Case which_;
   bool leader_;
+  at::Tensor expected_;  // this rank's saved shard
   std::map<std::string, at::Tensor> state_;
   std::string raw_file_;
-  at::Tensor buffer_;  // raw_read's destination, its pages touched
+  at::Tensor buffer_;  // the raw read's destination, its pages touched
 };
 
 class CheckpointBenchRank final : public BenchRank {
@@ -213,6 +256,7 @@ class CheckpointBenchRank final : public BenchRank {
   void follow(const Command& command) override {
     CheckpointRun run(ctx(), mesh_, dir_, static_cast<Case>(command.id), command.bytes);
     for (int64_t i = 0; i < command.iterations; ++i) run.time_one();
+    run.check();
   }
 
   std::string describe(const Command& c) const override {
@@ -224,15 +268,21 @@ class CheckpointBenchRank final : public BenchRank {
   void run_benchmark(benchmark::State& state, int64_t which, int64_t bytes) {
     announce(Command{which, bytes, static_cast<int64_t>(state.max_iterations)});
     CheckpointRun run(ctx(), mesh_, dir_, static_cast<Case>(which), bytes);
-    double total_seconds = 0;
+    Times total;
     for (auto _ : state) {
-      const double seconds = run.time_one();
-      state.SetIterationTime(seconds);
-      total_seconds += seconds;
+      const Times times = run.time_one();
+      state.SetIterationTime(times.ours);
+      total.ours += times.ours;
+      total.raw += times.raw;
     }
+    run.check();
     const double moved =
         static_cast<double>(global_rows(bytes, size_of(ctx())) * kColumns * sizeof(float));
-    state.counters["gbps"] = moved * static_cast<double>(state.iterations()) / total_seconds / 1e9;
+    const double iterations = static_cast<double>(state.iterations());
+    state.counters["gbps"] = moved * iterations / total.ours / 1e9;
+    state.counters["raw_us"] = total.raw / iterations * 1e6;
+    state.counters["raw_gbps"] = moved * iterations / total.raw / 1e9;
+    state.counters["ratio_to_raw"] = total.ours / total.raw;
     state.counters["bytes"] =
         benchmark::Counter(moved, benchmark::Counter::kDefaults, benchmark::Counter::OneK::kIs1024);
     state.counters["ranks"] = size_of(ctx());

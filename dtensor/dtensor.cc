@@ -417,4 +417,12 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
   return out;
 }
 
+int64_t sum_over_mesh(const DeviceMesh& mesh, int64_t value) {
+  const std::shared_ptr<Communicator> comm = whole_mesh_communicator(mesh);
+  at::Tensor term = at::full({1}, value, at::TensorOptions(at::kLong).device(mesh.device()));
+  comm->all_reduce(term, ReduceOp::kSum);
+  CollectiveCounter::record("all_reduce", term);
+  return term.item<int64_t>();
+}
+
 }  // namespace dtensor

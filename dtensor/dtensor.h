@@ -133,6 +133,13 @@ struct FromLocalOptions {
   std::optional<std::vector<PlacementPtr>> grad_placements;
 };
 
+// The sum over every rank of `mesh` of each rank's `value`, on every rank:
+// one all_reduce of one int64 on the communicator of the mesh's ranks
+// (counted by CollectiveCounter), without a DTensor's planning and
+// dispatch. For verdicts every rank must act on alike (checkpoint's
+// agreement that every rank's checks passed). Collective over the mesh.
+int64_t sum_over_mesh(const DeviceMesh& mesh, int64_t value);
+
 // Builds a DTensor from each rank's shard. The shard is `local` itself, with
 // its strides and memory, as PyTorch's from_local keeps it (no copy): writes
 // through either are seen by both. Ragged placements keep their units when

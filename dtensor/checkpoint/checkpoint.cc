@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -70,6 +69,24 @@ std::vector<Run> runs_within(const std::vector<int64_t>& indices, int64_t begin,
     }
   }
   return runs;
+}
+
+// The first of `indices` when they are consecutive from it (a Shard's or
+// Replicate's dim, and every dim of a plain tensor), else nothing.
+std::optional<int64_t> consecutive_from(const std::vector<int64_t>& indices) {
+  for (size_t j = 1; j < indices.size(); ++j) {
+    if (indices[j] != indices[0] + static_cast<int64_t>(j)) return std::nullopt;
+  }
+  return indices.empty() ? 0 : indices[0];
+}
+
+// runs_within for the `count` consecutive indices from `first`: at most one
+// run, found without visiting the indices.
+std::vector<Run> runs_within_range(int64_t first, int64_t count, int64_t begin, int64_t end) {
+  const int64_t low = std::max(first, begin);
+  const int64_t high = std::min(first + count, end);
+  if (low >= high) return {};
+  return {{low - first, low, high - low}};
 }
 
 // Calls `visit` with one run per dim for every combination of `runs` (once,
@@ -195,13 +212,7 @@ World world_of(const std::map<std::string, at::Tensor>& state) {
 
 // The sum of every rank's `value` (a barrier too).
 int64_t sum_over_ranks(const World& world, int64_t value) {
-  if (!world.mesh) return value;
-  const DeviceMesh& mesh = *world.mesh;
-  auto spec =
-      std::make_shared<const DTensorSpec>(mesh, parse_placements("P(sum)"), Shape{1}, at::kLong);
-  const DTensor terms(at::full({1}, value, at::TensorOptions(at::kLong).device(mesh.device())),
-                      spec);
-  return terms.redistribute({Replicate::make()}).to_local().to(at::kCPU).item<int64_t>();
+  return world.mesh ? sum_over_mesh(*world.mesh, value) : value;
 }
 
 // Throws on every rank when any rank's `error` is set (its own message where
@@ -449,21 +460,20 @@ SavedBox parse_box(const nlohmann::json& value, const Shape& shape, const std::s
   return box;
 }
 
-// The JSON file `path`, or a clear error.
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DTENSOR_CHECK(in.good(), "checkpoint: cannot read ", path);
+// The JSON `text` of the file `path`, or a clear error.
+nlohmann::json parse_json(const std::string& path, const std::string& text) {
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     DTENSOR_CHECK(false, "checkpoint: ", path, " is not valid JSON: ", error.what());
   }
   return {};
 }
 
-Source read_index(const std::string& dir) {
+// The checkpoint in `dir` whose index.json holds `text`.
+Source read_index(const std::string& dir, const std::string& text) {
   const std::string path = join_path(dir, kIndexFile);
-  const nlohmann::json json = read_json(path);
+  const nlohmann::json json = parse_json(path, text);
   const std::string where = "checkpoint: " + path;
   DTENSOR_CHECK(
       json.is_object() && json.value("format", "") == kFormat && json.value("version", 0) == 1,
@@ -511,11 +521,11 @@ void add_whole_tensors(Source& source, const std::string& file,
   }
 }
 
-// A Hugging Face sharded checkpoint: model.safetensors.index.json's
-// "weight_map" names the file of each tensor.
-Source read_hf_index(const std::string& dir) {
+// A Hugging Face sharded checkpoint: model.safetensors.index.json (`text`)
+// has a "weight_map" that names the file of each tensor.
+Source read_hf_index(const std::string& dir, const std::string& text) {
   const std::string path = join_path(dir, kHfIndexFile);
-  const nlohmann::json json = read_json(path);
+  const nlohmann::json json = parse_json(path, text);
   const std::string where = "checkpoint: " + path;
   const nlohmann::json& weight_map = json_member(json, "weight_map", where);
   DTENSOR_CHECK(weight_map.is_object(), where, ": \"weight_map\": expected an object, found ",
@@ -531,15 +541,21 @@ Source read_hf_index(const std::string& dir) {
   return source;
 }
 
+// A checkpoint of `save` costs one open of its index, read whole (no stat
+// first, no stream); the other kinds are looked for after.
 Source read_source(const std::string& path) {
-  DTENSOR_CHECK(path_exists(path), "checkpoint: ", path, " does not exist");
+  if (!path.empty()) {
+    if (const auto text = read_file_if_exists(join_path(path, kIndexFile)))
+      return read_index(path, *text);
+  }
   if (!is_directory(path)) {
+    DTENSOR_CHECK(path_exists(path), "checkpoint: ", path, " does not exist");
     Source source{parent_directory(path), {}};
     add_whole_tensors(source, path.substr(path.find_last_of('/') + 1), nullptr);
     return source;
   }
-  if (path_exists(join_path(path, kIndexFile))) return read_index(path);
-  if (path_exists(join_path(path, kHfIndexFile))) return read_hf_index(path);
+  if (const auto text = read_file_if_exists(join_path(path, kHfIndexFile)))
+    return read_hf_index(path, *text);
   DTENSOR_CHECK(path_exists(join_path(path, kHfSingleFile)),
                 "checkpoint: expected a .safetensors file or a directory holding ", kIndexFile,
                 ", ", kHfIndexFile, " or ", kHfSingleFile, ", found the directory ", path,
@@ -629,14 +645,23 @@ struct Read {
 // The reads that fill `target` from `record`, checked to cover every local
 // element exactly once.
 std::vector<Read> plan_reads(const Target& target, const SavedTensor& record) {
+  // Dims whose indices are consecutive (most) meet each box in one step,
+  // not one per index.
+  std::vector<std::optional<int64_t>> firsts;
+  for (const std::vector<int64_t>& indices : target.indices)
+    firsts.push_back(consecutive_from(indices));
   std::vector<Read> reads;
   int64_t covered = 0;
   for (const SavedBox& box : record.boxes) {
     Read read{&box, {}};
     int64_t count = 1;
     for (size_t d = 0; d < box.sizes.size(); ++d) {
+      const int64_t begin = box.offsets[d];
+      const int64_t end = begin + box.sizes[d];
       read.runs.push_back(
-          runs_within(target.indices[d], box.offsets[d], box.offsets[d] + box.sizes[d]));
+          firsts[d] ? runs_within_range(*firsts[d], static_cast<int64_t>(target.indices[d].size()),
+                                        begin, end)
+                    : runs_within(target.indices[d], begin, end));
       int64_t held = 0;
       for (const Run& run : read.runs.back()) held += run.length;
       count *= held;
@@ -668,13 +693,13 @@ class Readers {
   std::map<std::string, SafetensorsReader> readers_;
 };
 
-// Reads the part of `box` given by one run per dim into `out` (contiguous,
-// the runs' lengths), one pread per contiguous chunk of the file.
+// Reads the part of `box` given by one run per dim into `destination`
+// (contiguous, the runs' lengths, of `element`-byte elements), one pread per
+// contiguous chunk of the file.
 void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
-                 const SavedBox& box, const std::vector<Run>& region, at::Tensor& out) {
+                 const SavedBox& box, const std::vector<Run>& region, char* destination,
+                 int64_t element) {
   const int64_t ndim = static_cast<int64_t>(region.size());
-  const int64_t element = static_cast<int64_t>(out.element_size());
-  char* destination = static_cast<char*>(out.data_ptr());
   if (ndim == 0) {
     reader.read(entry, 0, element, destination);
     return;
@@ -698,6 +723,22 @@ void read_region(const SafetensorsReader& reader, const SafetensorsEntry& entry,
   }
 }
 
+// Where the elements of `tensor` at `region`'s local runs start, when they
+// are one contiguous block of it (what is_contiguous says of the narrowed
+// view, found without making it); else null.
+char* block_start(const at::Tensor& tensor, const std::vector<Run>& region) {
+  const c10::IntArrayRef strides = tensor.strides();
+  int64_t offset = 0;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(region.size()) - 1; d >= 0; --d) {
+    offset += region[d].local * strides[d];
+    if (region[d].length == 1) continue;
+    if (strides[d] != expected) return nullptr;
+    expected *= region[d].length;
+  }
+  return static_cast<char*>(tensor.data_ptr()) + offset * tensor.element_size();
+}
+
 // Checks that the file entry `read` names holds what the index says.
 void check_entry(const Read& read, const SavedTensor& record, Readers& readers) {
   const SafetensorsReader& reader = readers.open(read.box->file);
@@ -716,19 +757,20 @@ void read_into(at::Tensor& destination, const std::vector<Read>& reads, Readers&
     const SafetensorsReader& reader = readers.open(read.box->file);
     const SafetensorsEntry& entry = reader.entry(read.box->entry);
     for_each_region(read.runs, [&](const std::vector<Run>& region) {
+      // Straight into the destination where the region is one block of it
+      // (the whole shard, or whole rows of it): no second buffer to fault
+      // in and copy.
+      if (char* start = block_start(destination, region)) {
+        read_region(reader, entry, *read.box, region, start, destination.element_size());
+        return;
+      }
       at::Tensor part = destination;
       for (size_t d = 0; d < region.size(); ++d) {
         part = part.narrow(static_cast<int64_t>(d), region[d].local, region[d].length);
       }
-      // Straight into the destination where the region is one block of it
-      // (the whole shard, or whole rows of it): no second buffer to fault
-      // in and copy.
-      if (part.is_contiguous()) {
-        read_region(reader, entry, *read.box, region, part);
-        return;
-      }
       at::Tensor block = at::empty(part.sizes(), destination.options());
-      read_region(reader, entry, *read.box, region, block);
+      read_region(reader, entry, *read.box, region, static_cast<char*>(block.data_ptr()),
+                  block.element_size());
       part.copy_(block);
     });
   }

@@ -76,6 +76,35 @@ bool path_exists(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0;
 }
 
+std::optional<std::string> read_file_if_exists(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return std::nullopt;
+  DTENSOR_CHECK(fd >= 0, "checkpoint: cannot read ", path, ": ", std::strerror(errno));
+  // Straight into the string, asking for a byte more than fstat's size: a
+  // file that did not grow comes back whole and short in one read; one that
+  // did is read on to its end.
+  struct stat info;
+  const size_t size =
+      ::fstat(fd, &info) == 0 ? static_cast<size_t>(std::max<off_t>(info.st_size, 0)) : 0;
+  std::string text(size + 1, '\0');
+  size_t done = 0;
+  while (true) {
+    const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int error = errno;
+      ::close(fd);
+      DTENSOR_CHECK(false, "checkpoint: cannot read ", path, ": ", std::strerror(error));
+    }
+    done += static_cast<size_t>(got);
+    if (got == 0 || (done >= size && done < text.size())) break;
+    if (done == text.size()) text.resize(2 * text.size());
+  }
+  ::close(fd);
+  text.resize(done);
+  return text;
+}
+
 bool is_directory(const std::string& path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);

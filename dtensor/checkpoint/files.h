@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ std::string without_trailing_slashes(const std::string& path);
 std::string parent_directory(const std::string& path);
 
 bool path_exists(const std::string& path);
+// The whole of the file `path` (open, read, close: no stream), or nothing
+// when there is none (ENOENT, or ENOTDIR: a directory of the path is a
+// file). Throws dtensor::Error naming the file and the system's reason when
+// it exists but cannot be read.
+std::optional<std::string> read_file_if_exists(const std::string& path);
 bool is_directory(const std::string& path);
 // The names in the directory `path` ("." and ".." left out), sorted.
 std::vector<std::string> directory_entries(const std::string& path);

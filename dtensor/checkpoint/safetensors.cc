@@ -25,6 +25,9 @@ namespace {
 
 // The reference implementation's limit on a header's size.
 constexpr int64_t kMaxHeaderBytes = 100'000'000;
+// What a reader reads first: the header length and, when it fits, the
+// header (that of a file of a few dozen tensors does).
+constexpr int64_t kFirstReadBytes = 4 << 10;
 
 // The bytes the calling thread has read through SafetensorsReader::read.
 thread_local int64_t thread_bytes_read = 0;
@@ -203,20 +206,28 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     DTENSOR_CHECK(file_size >= 8, "safetensors: ", path,
                   ": expected at least the 8-byte header length, found a file of ", file_size,
                   " bytes");
-    unsigned char length_bytes[8];
-    DTENSOR_CHECK(::pread(fd_, length_bytes, 8, 0) == 8, "safetensors: ", path,
-                  ": reading the header length: ", errno_text());
+    // The length and, when it is short, the header in one read; a longer
+    // header is read after it.
+    std::string head(static_cast<size_t>(std::min(file_size, kFirstReadBytes)), '\0');
+    const ssize_t got = ::pread(fd_, head.data(), head.size(), 0);
+    DTENSOR_CHECK(got >= 8, "safetensors: ", path,
+                  ": reading the header length: ", got < 0 ? errno_text() : "the file ended");
     uint64_t length = 0;
-    for (int i = 7; i >= 0; --i) length = (length << 8) | length_bytes[i];
+    for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(head[i]);
     DTENSOR_CHECK(length <= static_cast<uint64_t>(std::min(file_size - 8, kMaxHeaderBytes)),
                   "safetensors: ", path, ": header length ", length,
                   " runs past the end of the file (", file_size - 8,
                   " bytes after the length; at most ", kMaxHeaderBytes, ")");
-    std::string header(length, '\0');
-    DTENSOR_CHECK(::pread(fd_, header.data(), length, 8) == static_cast<ssize_t>(length),
-                  "safetensors: ", path, ": reading the header: ", errno_text());
+    const bool read_whole = 8 + length <= static_cast<uint64_t>(got);
+    std::string rest;
+    if (!read_whole) {
+      rest.resize(length);
+      DTENSOR_CHECK(::pread(fd_, rest.data(), length, 8) == static_cast<ssize_t>(length),
+                    "safetensors: ", path, ": reading the header: ", errno_text());
+    }
     data_start_ = 8 + static_cast<int64_t>(length);
-    parse_header(header, file_size - data_start_);
+    parse_header(read_whole ? std::string_view(head).substr(8, length) : std::string_view(rest),
+                 file_size - data_start_);
   } catch (...) {
     ::close(fd_);
     throw;
@@ -234,10 +245,10 @@ SafetensorsReader::SafetensorsReader(SafetensorsReader&& other) noexcept
       entries_(std::move(other.entries_)),
       metadata_(std::move(other.metadata_)) {}
 
-void SafetensorsReader::parse_header(const std::string& header, int64_t data_size) {
+void SafetensorsReader::parse_header(std::string_view header, int64_t data_size) {
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(header);
+    json = nlohmann::json::parse(header.begin(), header.end());
   } catch (const nlohmann::json::exception& error) {
     DTENSOR_CHECK(false, "safetensors: ", path_, ": the header is not valid JSON: ", error.what());
   }

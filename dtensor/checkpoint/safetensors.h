@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -84,7 +85,7 @@ class SafetensorsReader {
   void read(const SafetensorsEntry& entry, int64_t offset, int64_t size, void* destination) const;
 
  private:
-  void parse_header(const std::string& header, int64_t data_size);
+  void parse_header(std::string_view header, int64_t data_size);
 
   std::string path_;
   int fd_ = -1;

@@ -262,6 +262,64 @@ std::map<std::string, at::Tensor> read_all(const std::string& path) {
   return tensors;
 }
 
+// A header longer than a reader's first read (4 KiB: the length and a short
+// header come in one pread) is read whole after it, and a file of only a
+// short header and no data reads too.
+TEST(CheckpointTest, HeadersLongerThanTheFirstReadParse) {
+  TempDir dir;
+  std::vector<std::pair<std::string, at::Tensor>> many;
+  for (int i = 0; i < 300; ++i) {
+    many.emplace_back("a_rather_long_tensor_name_" + std::to_string(i),
+                      at::full({2}, static_cast<double>(i), at::kDouble));
+  }
+  const std::string path = dir / "many.safetensors";
+  write_safetensors(path, many);
+  ASSERT_GT(header_length(file_bytes(path)), 4096u);
+  const SafetensorsReader reader(path);
+  ASSERT_EQ(reader.entries().size(), many.size());
+  double value = 0;
+  reader.read(reader.entry("a_rather_long_tensor_name_299"), 8, 8, &value);
+  EXPECT_EQ(value, 299.0);
+  State state = {{"a_rather_long_tensor_name_7", at::zeros({2}, at::kDouble)}};
+  load(state, path);
+  EXPECT_TRUE(at::equal(state["a_rather_long_tensor_name_7"], at::full({2}, 7.0, at::kDouble)));
+
+  write_file(dir / "nothing.safetensors", "{}", "");
+  EXPECT_TRUE(SafetensorsReader(dir / "nothing.safetensors").entries().empty());
+}
+
+// A load reads into shards and plain tensors whose memory is not one block
+// (a transposed shard, a slice of wider rows) through their strides, in
+// place.
+TEST(CheckpointTest, LoadsIntoTensorsThatAreNotContiguous) {
+  TempDir dir;
+  const at::Tensor w = reference({8, 8}, at::kFloat);
+  const at::Tensor p = reference({7, 5}, at::kDouble);
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    save({{"w", lay_out(w, mesh, "S(0)")}, {"p", p}}, dir / "ckpt");
+  });
+  run_ranks(4, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {4});
+    for (const std::string placements : {"S(0)", "S(1)"}) {
+      SCOPED_TRACE(placements);
+      const at::Tensor expected = local_of(lay_out(w, mesh, placements));
+      // The shard's memory column-major, and a plain tensor in every other
+      // column of wider rows.
+      const at::Tensor shard = at::zeros({expected.size(1), expected.size(0)}).t();
+      const at::Tensor plain = at::zeros({7, 10}, at::kDouble).slice(1, 0, 10, 2);
+      ASSERT_FALSE(shard.is_contiguous());
+      ASSERT_FALSE(plain.is_contiguous());
+      State state = {{"w", from_local(shard, mesh, parse_placements(placements)).tensor()},
+                     {"p", plain}};
+      load(state, dir / "ckpt");
+      EXPECT_EQ(local_of(state["w"]).data_ptr(), shard.data_ptr());
+      EXPECT_TRUE(at::equal(shard, expected));
+      EXPECT_TRUE(at::equal(plain, p));
+    }
+  });
+}
+
 // Every tensor whose byte size is a multiple of 64 starts at a 64-byte
 // aligned file offset (the data section starts aligned, such tensors come
 // first), where a reader's pread copies fastest; every other one at a
@@ -630,6 +688,9 @@ TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
     index["tensors"]["a"]["boxes"].erase(1);
     std::ofstream(join_path(uncovered, "index.json")) << index.dump();
   }
+  // A checkpoint whose index cannot be read.
+  const std::string unreadable = dir / "unreadable";
+  make_directories(join_path(unreadable, "index.json"));
   run_ranks(4, [&](int) {
     const DeviceMesh mesh = init_device_mesh("local", {4});
     const at::Tensor before = reference({4, 2}, at::kFloat);
@@ -650,6 +711,8 @@ TEST(CheckpointTest, BadInputFailsClearlyAndLeavesStateUntouched) {
                          "expected at least the 8-byte header length");
     DTENSOR_EXPECT_ERROR(load(state, uncovered), "boxes hold 4 elements, expected the tensor's 8");
     DTENSOR_EXPECT_ERROR(load(state, dir / "nothing-here"), "does not exist");
+    DTENSOR_EXPECT_ERROR(load(state, ""), "does not exist");
+    DTENSOR_EXPECT_ERROR(load(state, unreadable), "index.json: Is a directory");
     State partial = {{"a", lay_out(before, mesh, "P(sum)")}};
     DTENSOR_EXPECT_ERROR(load(partial, uncovered), "boxes hold 4 elements");
     EXPECT_TRUE(at::equal(local_of(partial["a"]), local_of(lay_out(before, mesh, "P(sum)"))));

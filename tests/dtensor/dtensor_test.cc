@@ -17,6 +17,7 @@
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
 #include <dtensor/placements/spec.h>
+#include <dtensor/redistribute/collective_counter.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 
@@ -751,6 +752,21 @@ TEST(DTensorTest, RedistributeAnyToPartial) {
     DTensor shard = distribute_tensor(global, mesh, parse_placements("S(0)"));
     DTensor from_shard = redistribute_any(shard, parse_placements("P(sum)"));
     EXPECT_TRUE(at::equal(from_shard.full_tensor(), global));
+  });
+}
+
+// sum_over_mesh adds every rank's value over the mesh's ranks (all of a 2-D
+// mesh; one group of a sliced dim), with one counted all_reduce.
+TEST(DTensorTest, SumOverMeshAddsEveryRanksValue) {
+  run_ranks(4, [](int rank) {
+    const DeviceMesh mesh = init_device_mesh("local", {2, 2}, {"dp", "tp"});
+    CollectiveCounter counter;
+    EXPECT_EQ(sum_over_mesh(mesh, rank + 1), 10);
+    EXPECT_EQ(counter.total(), 1);
+    EXPECT_EQ(counter.by_collective().count("all_reduce"), 1u);
+    // tp groups: world ranks {0, 1} and {2, 3}.
+    EXPECT_EQ(sum_over_mesh(mesh["tp"], rank + 1), rank < 2 ? 3 : 7);
+    EXPECT_EQ(sum_over_mesh(mesh, int64_t{1} << 40), int64_t{4} << 40);
   });
 }
 
