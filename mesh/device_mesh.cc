@@ -9,12 +9,11 @@
 #include <dtensor/mesh/communicator.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
 
 namespace dtensor {
 namespace {
-
-using Partition = std::vector<std::vector<int64_t>>;
 
 int64_t product(const std::vector<int64_t>& values) {
   return std::accumulate(values.begin(), values.end(), int64_t{1}, std::multiplies<>());
@@ -66,13 +65,13 @@ class DeviceMesh::Context {
 
   const std::shared_ptr<Communicator>& world() const { return world_; }
 
-  // The mesh the constructor built, kept without its context (which owns
-  // this): every derived mesh can rebuild it.
-  void set_root(const DeviceMesh& root) { root_ = root; }
+  // The state of the mesh the constructor built, kept without its context
+  // (which owns this): every derived mesh can rebuild it.
+  void set_root(std::shared_ptr<const State> root) { root_ = std::move(root); }
   DeviceMesh root(std::shared_ptr<Context> self) const {
-    DeviceMesh root = root_;
-    root.context_ = std::move(self);
-    return root;
+    auto root = std::make_shared<State>(*root_);
+    root->context = std::move(self);
+    return DeviceMesh(std::move(root));
   }
 
   // Collective over the world on a cache miss.
@@ -128,29 +127,32 @@ class DeviceMesh::Context {
   }
 
   std::shared_ptr<Communicator> world_;
-  DeviceMesh root_;
+  std::shared_ptr<const State> root_;
   absl::flat_hash_map<Partition, std::shared_ptr<Communicator>> cache_;
   absl::flat_hash_map<SplitKey, std::shared_ptr<Communicator>> splits_;
   std::vector<std::shared_ptr<Communicator>> created_;  // in creation order
 };
 
 DeviceMesh::DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t> shape,
-                       std::vector<std::string> dim_names, std::vector<int64_t> ranks)
-    : shape_(std::move(shape)), names_(std::move(dim_names)) {
+                       std::vector<std::string> dim_names, std::vector<int64_t> ranks) {
+  auto state = std::make_shared<State>();
+  state->shape = std::move(shape);
+  state->names = std::move(dim_names);
+  const std::vector<int64_t>& sizes = state->shape;
   DTENSOR_CHECK(world != nullptr, "DeviceMesh: world: expected a communicator, found nullptr");
-  DTENSOR_CHECK(!shape_.empty(), "DeviceMesh: shape: expected at least one dim, found none");
-  for (int64_t extent : shape_) {
+  DTENSOR_CHECK(!sizes.empty(), "DeviceMesh: shape: expected at least one dim, found none");
+  for (int64_t extent : sizes) {
     DTENSOR_CHECK(extent >= 1, "DeviceMesh: shape: expected positive sizes, found ",
-                  c10::IntArrayRef(shape_));
+                  c10::IntArrayRef(sizes));
   }
-  if (names_.empty()) names_ = default_names(shape_.size());
-  check_names(names_, shape_.size());
+  if (state->names.empty()) state->names = default_names(sizes.size());
+  check_names(state->names, sizes.size());
   if (ranks.empty()) {
     ranks.resize(world->size());
     std::iota(ranks.begin(), ranks.end(), 0);
   }
-  DTENSOR_CHECK(static_cast<int64_t>(ranks.size()) == product(shape_), "DeviceMesh: shape ",
-                c10::IntArrayRef(shape_), " holds ", product(shape_), " ranks; expected that many ",
+  DTENSOR_CHECK(static_cast<int64_t>(ranks.size()) == product(sizes), "DeviceMesh: shape ",
+                c10::IntArrayRef(sizes), " holds ", product(sizes), " ranks; expected that many ",
                 "ranks, found ", ranks.size());
   absl::flat_hash_set<int64_t> seen;
   for (int64_t rank : ranks) {
@@ -160,84 +162,95 @@ DeviceMesh::DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t>
     DTENSOR_CHECK(seen.insert(rank).second, "DeviceMesh: ranks: expected distinct ranks, found ",
                   rank, " twice");
   }
-  context_ = std::make_shared<Context>(std::move(world));
-  family_ = std::make_shared<const std::vector<std::vector<int64_t>>>(
-      std::vector<std::vector<int64_t>>{std::move(ranks)});
-  locate_calling_rank();
-  std::vector<int64_t> all_dims(shape_.size());
+  state->context = std::make_shared<Context>(std::move(world));
+  state->family = std::make_shared<const Partition>(Partition{std::move(ranks)});
+  locate_calling_rank(*state);
+  std::vector<int64_t> all_dims(sizes.size());
   std::iota(all_dims.begin(), all_dims.end(), 0);
-  create_dim_communicators(all_dims);
-  create_run_communicators();
-  DeviceMesh root = *this;
-  root.context_ = nullptr;
-  context_->set_root(root);
+  create_dim_communicators(*state, all_dims);
+  create_run_communicators(*state);
+  set_hash(*state);
+  auto root = std::make_shared<State>(*state);
+  root->context = nullptr;
+  state->context->set_root(std::move(root));
+  state_ = std::move(state);
 }
 
-DeviceMesh DeviceMesh::root() const { return context_->root(context_); }
+DeviceMesh DeviceMesh::root() const { return state_->context->root(state_->context); }
 
-void DeviceMesh::locate_calling_rank() {
-  const int64_t me = context_->world()->rank();
-  sibling_ = -1;
-  coordinate_.clear();
-  for (size_t s = 0; s < family_->size(); ++s) {
-    const std::vector<int64_t>& row = (*family_)[s];
+void DeviceMesh::locate_calling_rank(State& state) {
+  const int64_t me = state.context->world()->rank();
+  state.sibling = -1;
+  state.coordinate.clear();
+  for (size_t s = 0; s < state.family->size(); ++s) {
+    const std::vector<int64_t>& row = (*state.family)[s];
     auto pos = std::find(row.begin(), row.end(), me);
     if (pos == row.end()) continue;
-    sibling_ = static_cast<int64_t>(s);
-    coordinate_ = grid_coordinate(pos - row.begin(), shape_);
+    state.sibling = static_cast<int64_t>(s);
+    state.coordinate = grid_coordinate(pos - row.begin(), state.shape);
     return;
   }
 }
 
-void DeviceMesh::create_dim_communicators(const std::vector<int64_t>& dims) {
-  dim_communicators_.resize(shape_.size());
+void DeviceMesh::create_dim_communicators(State& state, const std::vector<int64_t>& dims) {
+  state.dim_communicators.resize(state.shape.size());
   for (int64_t dim : dims) {
-    dim_communicators_[dim] = context_->communicator_for(partition({dim}, /*all_siblings=*/true));
+    state.dim_communicators[dim] =
+        state.context->communicator_for(partition(state, {dim}, /*all_siblings=*/true));
   }
 }
 
-void DeviceMesh::create_run_communicators() {
-  for (int64_t first = 0; first < ndim(); ++first) {
-    for (int64_t last = first + 1; last < ndim(); ++last) {
+void DeviceMesh::create_run_communicators(State& state) {
+  const auto ndim = static_cast<int64_t>(state.shape.size());
+  for (int64_t first = 0; first < ndim; ++first) {
+    for (int64_t last = first + 1; last < ndim; ++last) {
       std::vector<int64_t> run(last - first + 1);
       std::iota(run.begin(), run.end(), first);
-      context_->communicator_for(partition(run, /*all_siblings=*/true));
+      state.context->communicator_for(partition(state, run, /*all_siblings=*/true));
     }
   }
 }
 
-Partition DeviceMesh::partition(const std::vector<int64_t>& dims, bool all_siblings) const {
+void DeviceMesh::set_hash(State& state) {
+  const std::vector<int64_t>& ranks = (*state.family)[std::max<int64_t>(state.sibling, 0)];
+  state.hash = absl::HashOf(state.context->world().get(), state.shape, state.names, ranks);
+}
+
+DeviceMesh::Partition DeviceMesh::partition(const State& state, const std::vector<int64_t>& dims,
+                                            bool all_siblings) {
+  const std::vector<int64_t>& shape = state.shape;
   std::vector<int64_t> others;
-  for (int64_t d = 0; d < ndim(); ++d) {
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
     if (std::find(dims.begin(), dims.end(), d) == dims.end()) others.push_back(d);
   }
-  const std::vector<int64_t> strides = row_major_strides(shape_);
+  const std::vector<int64_t> strides = row_major_strides(shape);
   // Offsets into a row of the positions spanned by `along`, in row-major order.
   auto offsets_along = [&](const std::vector<int64_t>& along) {
     std::vector<int64_t> offsets{0};
     for (int64_t d : along) {
       std::vector<int64_t> next;
       for (int64_t base : offsets) {
-        for (int64_t i = 0; i < shape_[d]; ++i) next.push_back(base + i * strides[d]);
+        for (int64_t i = 0; i < shape[d]; ++i) next.push_back(base + i * strides[d]);
       }
       offsets = std::move(next);
     }
     return offsets;
   };
   const std::vector<int64_t> group_offsets = offsets_along(dims);
+  const Partition& family = *state.family;
   Partition groups;
-  for (size_t s = 0; s < family_->size(); ++s) {
-    if (!all_siblings && static_cast<int64_t>(s) != sibling_) continue;
+  for (size_t s = 0; s < family.size(); ++s) {
+    if (!all_siblings && static_cast<int64_t>(s) != state.sibling) continue;
     for (int64_t base : offsets_along(others)) {
       std::vector<int64_t> group;
-      for (int64_t offset : group_offsets) group.push_back((*family_)[s][base + offset]);
+      for (int64_t offset : group_offsets) group.push_back(family[s][base + offset]);
       groups.push_back(std::move(group));
     }
   }
   return groups;
 }
 
-int64_t DeviceMesh::numel() const { return product(shape_); }
+int64_t DeviceMesh::numel() const { return product(state_->shape); }
 
 int64_t DeviceMesh::size() const { return numel(); }
 
@@ -247,28 +260,29 @@ int64_t DeviceMesh::normalize_dim(int64_t dim) const {
   return dim < 0 ? dim + ndim() : dim;
 }
 
-int64_t DeviceMesh::size(int64_t dim) const { return shape_[normalize_dim(dim)]; }
+int64_t DeviceMesh::size(int64_t dim) const { return state_->shape[normalize_dim(dim)]; }
 
 int64_t DeviceMesh::dim_index(std::string_view name) const {
-  auto it = std::find(names_.begin(), names_.end(), name);
-  DTENSOR_CHECK(it != names_.end(), "DeviceMesh: expected a dim name in [",
-                absl::StrJoin(names_, ", "), "], found \"", name, "\"");
-  return it - names_.begin();
+  const std::vector<std::string>& names = state_->names;
+  auto it = std::find(names.begin(), names.end(), name);
+  DTENSOR_CHECK(it != names.end(), "DeviceMesh: expected a dim name in [",
+                absl::StrJoin(names, ", "), "], found \"", name, "\"");
+  return it - names.begin();
 }
 
 const std::vector<int64_t>& DeviceMesh::ranks() const {
-  return (*family_)[std::max<int64_t>(sibling_, 0)];
+  return (*state_->family)[std::max<int64_t>(state_->sibling, 0)];
 }
 
 int64_t DeviceMesh::rank_at(const std::vector<int64_t>& coordinate) const {
-  DTENSOR_CHECK(coordinate.size() == shape_.size(),
-                "DeviceMesh::rank_at: expected a coordinate of ", ndim(), " values, found ",
-                coordinate.size());
-  const std::vector<int64_t> strides = row_major_strides(shape_);
+  const std::vector<int64_t>& shape = state_->shape;
+  DTENSOR_CHECK(coordinate.size() == shape.size(), "DeviceMesh::rank_at: expected a coordinate of ",
+                ndim(), " values, found ", coordinate.size());
+  const std::vector<int64_t> strides = row_major_strides(shape);
   int64_t flat = 0;
   for (int64_t d = 0; d < ndim(); ++d) {
-    DTENSOR_CHECK(coordinate[d] >= 0 && coordinate[d] < shape_[d], "DeviceMesh::rank_at: dim ", d,
-                  ": expected a coordinate in [0, ", shape_[d], "), found ", coordinate[d]);
+    DTENSOR_CHECK(coordinate[d] >= 0 && coordinate[d] < shape[d], "DeviceMesh::rank_at: dim ", d,
+                  ": expected a coordinate in [0, ", shape[d], "), found ", coordinate[d]);
     flat += coordinate[d] * strides[d];
   }
   return ranks()[flat];
@@ -276,8 +290,8 @@ int64_t DeviceMesh::rank_at(const std::vector<int64_t>& coordinate) const {
 
 const std::vector<int64_t>& DeviceMesh::coordinate() const {
   DTENSOR_CHECK(contains_calling_rank(), "DeviceMesh: expected the calling rank (world rank ",
-                context_->world()->rank(), ") to be in ", to_string(), ", found it outside");
-  return coordinate_;
+                world()->rank(), ") to be in ", to_string(), ", found it outside");
+  return state_->coordinate;
 }
 
 int64_t DeviceMesh::get_local_rank(int64_t dim) const { return coordinate()[normalize_dim(dim)]; }
@@ -287,11 +301,11 @@ int64_t DeviceMesh::get_local_rank(std::string_view dim_name) const {
 }
 
 std::vector<std::vector<int64_t>> DeviceMesh::groups(int64_t dim) const {
-  return partition({normalize_dim(dim)}, /*all_siblings=*/false);
+  return partition(*state_, {normalize_dim(dim)}, /*all_siblings=*/false);
 }
 
 std::vector<int64_t> DeviceMesh::group_ranks(int64_t dim) const {
-  const int64_t me = context_->world()->rank();
+  const int64_t me = world()->rank();
   coordinate();  // throws for a rank outside the mesh
   for (std::vector<int64_t>& group : groups(dim)) {
     if (std::find(group.begin(), group.end(), me) != group.end()) return group;
@@ -301,7 +315,7 @@ std::vector<int64_t> DeviceMesh::group_ranks(int64_t dim) const {
 
 const std::shared_ptr<Communicator>& DeviceMesh::communicator(int64_t dim) const {
   coordinate();  // throws for a rank outside the mesh
-  return dim_communicators_[normalize_dim(dim)];
+  return state_->dim_communicators[normalize_dim(dim)];
 }
 
 std::shared_ptr<Communicator> DeviceMesh::group_communicator(
@@ -314,16 +328,17 @@ std::shared_ptr<Communicator> DeviceMesh::group_communicator(
                   "DeviceMesh::group_communicator: expected distinct dims of the ", ndim(),
                   "-D mesh in increasing order, found ", c10::IntArrayRef(dims));
   }
-  if (dims.size() == 1) return dim_communicators_[dims[0]];
+  if (dims.size() == 1) return state_->dim_communicators[dims[0]];
   std::vector<int64_t> run(dims.back() - dims.front() + 1);
   std::iota(run.begin(), run.end(), dims.front());
+  Context& context = *state_->context;
   std::shared_ptr<Communicator> covering =
-      context_->communicator_for(partition(run, /*all_siblings=*/true));
+      context.communicator_for(partition(*state_, run, /*all_siblings=*/true));
   if (run.size() == dims.size()) return covering;
-  return context_->split_of(covering, partition(dims, /*all_siblings=*/false));
+  return context.split_of(covering, partition(*state_, dims, /*all_siblings=*/false));
 }
 
-const std::shared_ptr<Communicator>& DeviceMesh::world() const { return context_->world(); }
+const std::shared_ptr<Communicator>& DeviceMesh::world() const { return state_->context->world(); }
 
 c10::Device DeviceMesh::device() const { return world()->device(); }
 
@@ -344,80 +359,90 @@ DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& dim_names) con
   for (const std::string& name : dim_names) {
     const int64_t dim = dim_index(name);
     DTENSOR_CHECK(dims.empty() || dim > dims.back(), "DeviceMesh slicing: expected distinct dim ",
-                  "names in mesh order [", absl::StrJoin(names_, ", "), "], found [",
+                  "names in mesh order [", absl::StrJoin(state_->names, ", "), "], found [",
                   absl::StrJoin(dim_names, ", "), "]");
     dims.push_back(dim);
   }
   coordinate();  // slicing picks the calling rank's slice
-  DeviceMesh sub;
-  sub.context_ = context_;
+  auto sub = std::make_shared<State>();
+  sub->context = state_->context;
   for (int64_t d : dims) {
-    sub.shape_.push_back(shape_[d]);
-    sub.names_.push_back(names_[d]);
-    sub.dim_communicators_.push_back(dim_communicators_[d]);
+    sub->shape.push_back(state_->shape[d]);
+    sub->names.push_back(state_->names[d]);
+    sub->dim_communicators.push_back(state_->dim_communicators[d]);
   }
-  sub.family_ = std::make_shared<const Partition>(partition(dims, /*all_siblings=*/true));
-  sub.locate_calling_rank();
-  return sub;
+  sub->family = std::make_shared<const Partition>(partition(*state_, dims, /*all_siblings=*/true));
+  locate_calling_rank(*sub);
+  set_hash(*sub);
+  return DeviceMesh(std::move(sub));
 }
 
 DeviceMesh DeviceMesh::flatten(std::string name) const {
-  DeviceMesh flat;
-  flat.context_ = context_;
-  flat.family_ = family_;
-  flat.shape_ = {numel()};
-  flat.names_ = {std::move(name)};
-  check_names(flat.names_, 1);
-  flat.locate_calling_rank();
-  flat.create_dim_communicators({0});
-  return flat;
+  auto flat = std::make_shared<State>();
+  flat->context = state_->context;
+  flat->family = state_->family;
+  flat->shape = {numel()};
+  flat->names = {std::move(name)};
+  check_names(flat->names, 1);
+  locate_calling_rank(*flat);
+  create_dim_communicators(*flat, {0});
+  set_hash(*flat);
+  return DeviceMesh(std::move(flat));
 }
 
 DeviceMesh DeviceMesh::unflatten(int64_t dim, const std::vector<int64_t>& sizes,
                                  const std::vector<std::string>& names) const {
   dim = normalize_dim(dim);
-  DTENSOR_CHECK(!sizes.empty() && product(sizes) == shape_[dim], "DeviceMesh::unflatten: sizes ",
-                c10::IntArrayRef(sizes), ": expected a product equal to dim ", dim, "'s size ",
-                shape_[dim]);
+  DTENSOR_CHECK(!sizes.empty() && product(sizes) == state_->shape[dim],
+                "DeviceMesh::unflatten: sizes ", c10::IntArrayRef(sizes),
+                ": expected a product equal to dim ", dim, "'s size ", state_->shape[dim]);
   DTENSOR_CHECK(sizes.size() == names.size(), "DeviceMesh::unflatten: expected one name per size (",
                 sizes.size(), "), found ", names.size());
-  DeviceMesh out;
-  out.context_ = context_;
-  out.family_ = family_;  // row-major order is unchanged by splitting a dim
-  out.shape_ = shape_;
-  out.names_ = names_;
-  out.shape_.erase(out.shape_.begin() + dim);
-  out.shape_.insert(out.shape_.begin() + dim, sizes.begin(), sizes.end());
-  out.names_.erase(out.names_.begin() + dim);
-  out.names_.insert(out.names_.begin() + dim, names.begin(), names.end());
-  check_names(out.names_, out.shape_.size());
-  out.locate_calling_rank();
-  out.dim_communicators_ = dim_communicators_;
-  out.dim_communicators_.erase(out.dim_communicators_.begin() + dim);
-  out.dim_communicators_.insert(out.dim_communicators_.begin() + dim, sizes.size(), nullptr);
+  auto out = std::make_shared<State>();
+  out->context = state_->context;
+  out->family = state_->family;  // row-major order is unchanged by splitting a dim
+  out->shape = state_->shape;
+  out->names = state_->names;
+  out->shape.erase(out->shape.begin() + dim);
+  out->shape.insert(out->shape.begin() + dim, sizes.begin(), sizes.end());
+  out->names.erase(out->names.begin() + dim);
+  out->names.insert(out->names.begin() + dim, names.begin(), names.end());
+  check_names(out->names, out->shape.size());
+  locate_calling_rank(*out);
+  out->dim_communicators = state_->dim_communicators;
+  out->dim_communicators.erase(out->dim_communicators.begin() + dim);
+  out->dim_communicators.insert(out->dim_communicators.begin() + dim, sizes.size(), nullptr);
   std::vector<int64_t> new_dims(sizes.size());
   std::iota(new_dims.begin(), new_dims.end(), dim);
-  out.create_dim_communicators(new_dims);
-  out.create_run_communicators();
-  return out;
+  create_dim_communicators(*out, new_dims);
+  create_run_communicators(*out);
+  set_hash(*out);
+  return DeviceMesh(std::move(out));
 }
 
 std::string DeviceMesh::to_string() const {
   std::ostringstream out;
   out << "DeviceMesh((";
-  for (int64_t d = 0; d < ndim(); ++d) out << (d ? ", " : "") << names_[d] << "=" << shape_[d];
+  for (int64_t d = 0; d < ndim(); ++d) {
+    out << (d ? ", " : "") << state_->names[d] << "=" << state_->shape[d];
+  }
   out << "), ranks=[" << absl::StrJoin(ranks(), ", ") << "])";
   return out.str();
 }
 
 bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+  if (a.state_ == b.state_) return true;  // copies of one mesh
+  const DeviceMesh::State& x = *a.state_;
+  const DeviceMesh::State& y = *b.state_;
+  // The hash covers everything compared below: unequal hashes, unequal meshes.
+  if (x.hash != y.hash) return false;
   // Ranks count in each mesh's own world: meshes of other worlds (two
   // sub-communicators, say) are other groups, whatever their ranks say.
   if (a.world() != b.world()) return false;
-  if (a.family_ == b.family_ && a.sibling_ == b.sibling_ && a.shape_ == b.shape_) {
-    return a.names_ == b.names_;  // same rank grid: the common case of one mesh reused
+  if (x.family == y.family && x.sibling == y.sibling && x.shape == y.shape) {
+    return x.names == y.names;  // same rank grid: a mesh rebuilt from the same root
   }
-  return a.shape_ == b.shape_ && a.names_ == b.names_ && a.ranks() == b.ranks();
+  return x.shape == y.shape && x.names == y.names && a.ranks() == b.ranks();
 }
 
 std::vector<int64_t> grid_coordinate(int64_t flat, const std::vector<int64_t>& shape) {

@@ -26,6 +26,12 @@
 // (pp and tp of (pp, dp, tp)) creates a communicator on first use,
 // collectively over the world. Communicators for a given set of groups are
 // created once and shared by every mesh derived from the same root.
+//
+// A `DeviceMesh` is a handle to one immutable state, shared by its copies:
+// copying one is a reference-count increment, and two copies compare equal
+// by a pointer compare. Meshes built separately compare (and hash) by what
+// they are: the same world, ranks, layout and names. A mesh moved from holds
+// no state: it may only be assigned to or destroyed.
 #pragma once
 
 #include <cstdint>
@@ -54,13 +60,13 @@ class DeviceMesh {
   DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t> shape,
              std::vector<std::string> dim_names = {}, std::vector<int64_t> ranks = {});
 
-  int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t ndim() const { return static_cast<int64_t>(state_->shape.size()); }
   // Number of ranks in the mesh.
   int64_t size() const;
   // Number of ranks along `dim` (negative dims count from the end).
   int64_t size(int64_t dim) const;
-  const std::vector<int64_t>& shape() const { return shape_; }
-  const std::vector<std::string>& dim_names() const { return names_; }
+  const std::vector<int64_t>& shape() const { return state_->shape; }
+  const std::vector<std::string>& dim_names() const { return state_->names; }
   // The index of the dim called `name`; throws naming the known names.
   int64_t dim_index(std::string_view name) const;
 
@@ -70,7 +76,7 @@ class DeviceMesh {
   int64_t rank_at(const std::vector<int64_t>& coordinate) const;
 
   // Whether the calling rank is in this mesh.
-  bool contains_calling_rank() const { return sibling_ >= 0; }
+  bool contains_calling_rank() const { return state_->sibling >= 0; }
   // The calling rank's coordinate; throws if it is not in the mesh.
   const std::vector<int64_t>& coordinate() const;
   // The calling rank's position along `dim`, i.e. its rank in that dim's group.
@@ -132,41 +138,56 @@ class DeviceMesh {
   // "DeviceMesh((dp=2, tp=4), ranks=[0, 1, 2, 3, 4, 5, 6, 7])".
   std::string to_string() const;
 
-  // Same world communicator, ranks, layout and names.
+  // Same world communicator, ranks, layout and names (copies of one mesh:
+  // a pointer compare).
   friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);
   friend bool operator!=(const DeviceMesh& a, const DeviceMesh& b) { return !(a == b); }
+  // Of the world communicator, ranks, layout and names: computed once, when
+  // the mesh is made.
   template <typename H>
   friend H AbslHashValue(H h, const DeviceMesh& mesh) {
-    return H::combine(std::move(h), mesh.world().get(), mesh.shape_, mesh.names_, mesh.ranks());
+    return H::combine(std::move(h), mesh.state_->hash);
   }
 
  private:
   class Context;
+  using Partition = std::vector<std::vector<int64_t>>;
 
-  DeviceMesh() = default;
+  // What a mesh is, made once by the constructor, a slicing, `flatten`,
+  // `unflatten` or `root` and never changed: every copy of the mesh shares it.
+  struct State {
+    std::shared_ptr<Context> context;
+    // Row-major rank grids of this mesh and of its siblings (the meshes other
+    // ranks got from the same slicing), one row each; collective creation
+    // needs every sibling's groups, slicing picks the calling rank's row.
+    std::shared_ptr<const Partition> family;
+    int64_t sibling = -1;
+    std::vector<int64_t> shape;
+    std::vector<std::string> names;
+    std::vector<int64_t> coordinate;
+    std::vector<std::shared_ptr<Communicator>> dim_communicators;
+    // Of world, ranks, shape and names (AbslHashValue).
+    size_t hash = 0;
+  };
+
+  explicit DeviceMesh(std::shared_ptr<const State> state) : state_(std::move(state)) {}
   int64_t normalize_dim(int64_t dim) const;
   int64_t numel() const;
-  // Groups of world ranks spanned by `dims` (in order) over every sibling.
-  std::vector<std::vector<int64_t>> partition(const std::vector<int64_t>& dims,
-                                              bool all_siblings) const;
-  void locate_calling_rank();
-  void create_dim_communicators(const std::vector<int64_t>& dims);
+  // Groups of world ranks spanned by `dims` (in order) over every sibling of
+  // `state`, or over its own row only.
+  static Partition partition(const State& state, const std::vector<int64_t>& dims,
+                             bool all_siblings);
+  static void locate_calling_rank(State& state);
+  static void create_dim_communicators(State& state, const std::vector<int64_t>& dims);
   // The groups of every run of two or more adjacent dims (the whole mesh
   // among them), which redistribute's merged steps, distribute_tensor and
   // from_local flatten into: created with the mesh, so that using them later
   // needs only the mesh's ranks.
-  void create_run_communicators();
+  static void create_run_communicators(State& state);
+  // Sets `state.hash`, the rest of `state` made.
+  static void set_hash(State& state);
 
-  std::shared_ptr<Context> context_;
-  // Row-major rank grids of this mesh and of its siblings (the meshes other
-  // ranks got from the same slicing), one row each; collective creation needs
-  // every sibling's groups, slicing picks the calling rank's row.
-  std::shared_ptr<const std::vector<std::vector<int64_t>>> family_;
-  int64_t sibling_ = -1;
-  std::vector<int64_t> shape_;
-  std::vector<std::string> names_;
-  std::vector<int64_t> coordinate_;
-  std::vector<std::shared_ptr<Communicator>> dim_communicators_;
+  std::shared_ptr<const State> state_;
 };
 
 // The coordinate of row-major position `flat` in a grid of `shape` (a mesh,

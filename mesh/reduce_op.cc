@@ -42,6 +42,15 @@ bool is_bitwise(ReduceOp op) {
   return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
 }
 
+bool reduce_op_supports(ReduceOp op, c10::ScalarType dtype) {
+  if (c10::isQIntType(dtype)) return false;
+  if (c10::isComplexType(dtype) && op != ReduceOp::kSum && op != ReduceOp::kAvg) return false;
+  if (is_bitwise(op)) return c10::isIntegralType(dtype, /*includeBool=*/true);
+  if (op == ReduceOp::kAvg) return c10::isFloatingType(dtype) || c10::isComplexType(dtype);
+  if (dtype == c10::ScalarType::Bool) return op == ReduceOp::kMax || op == ReduceOp::kMin;
+  return true;
+}
+
 void check_reduce_op_supports(ReduceOp op, c10::ScalarType dtype, std::string_view context) {
   DTENSOR_CHECK(!c10::isQIntType(dtype), context, ": expected a dtype to reduce, found ", dtype);
   // Complex values add up part by part (the communicators reduce their real

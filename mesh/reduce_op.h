@@ -29,5 +29,8 @@ bool is_bitwise(ReduceOp op);
 // Throws dtensor::Error when `op` cannot reduce values of `dtype` (e.g. kAvg
 // on int64, kBand on float32, anything on complex). `context` names the call.
 void check_reduce_op_supports(ReduceOp op, c10::ScalarType dtype, std::string_view context);
+// Whether `op` can reduce values of `dtype`: check_reduce_op_supports would
+// not throw. For callers whose `context` costs something to spell.
+bool reduce_op_supports(ReduceOp op, c10::ScalarType dtype);
 
 }  // namespace dtensor

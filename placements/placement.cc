@@ -68,9 +68,10 @@ std::vector<int64_t>& LayoutIndices::along(int64_t dim) { return lists_[list_of(
 const std::vector<int64_t>& LayoutIndices::along(int64_t dim) const { return lists_[list_of(dim)]; }
 
 bool same_placements(const std::vector<PlacementPtr>& a, const std::vector<PlacementPtr>& b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(),
-                    [](const PlacementPtr& x, const PlacementPtr& y) { return *x == *y; });
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                            [](const PlacementPtr& x, const PlacementPtr& y) {
+                                              return x == y || *x == *y;
+                                            });
 }
 
 std::string placements_to_string(const std::vector<PlacementPtr>& placements) {

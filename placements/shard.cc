@@ -1,6 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/shard.h>
 
+#include <array>
+
 #include <dtensor/base/check.h>
 #include <dtensor/placements/parse.h>
 #include "absl/hash/hash.h"
@@ -13,7 +15,21 @@ int64_t normalize_tensor_dim(int64_t dim, int64_t tensor_ndim, std::string_view 
   return dim < 0 ? dim + tensor_ndim : dim;
 }
 
-PlacementPtr Shard::make(int64_t dim) { return std::make_shared<const Shard>(dim); }
+PlacementPtr Shard::make(int64_t dim) {
+  // Placements are immutable: the dims most tensors split share one object
+  // each, so the specs made on every first call and planner state (which
+  // normalize their placements) allocate no Shard. Never destroyed, like
+  // the registries: usable until the process ends.
+  static const auto* common = [] {
+    auto* shards = new std::array<PlacementPtr, 8>;
+    for (size_t d = 0; d < shards->size(); ++d) {
+      (*shards)[d] = std::make_shared<const Shard>(static_cast<int64_t>(d));
+    }
+    return shards;
+  }();
+  if (dim >= 0 && dim < static_cast<int64_t>(common->size())) return (*common)[dim];
+  return std::make_shared<const Shard>(dim);
+}
 
 std::string Shard::to_string() const { return "S(" + std::to_string(dim_) + ")"; }
 
@@ -25,6 +41,7 @@ bool Shard::equals(const Placement& other) const {
 size_t Shard::hash() const { return absl::HashOf(std::string_view("S"), dim_); }
 
 PlacementPtr Shard::normalized(int64_t tensor_ndim) const {
+  if (dim_ >= 0 && dim_ < tensor_ndim) return make(dim_);  // named only for the error
   return make(normalize_tensor_dim(dim_, tensor_ndim, to_string()));
 }
 

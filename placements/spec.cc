@@ -47,7 +47,10 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, std::vector<PlacementPtr> placements,
                 "found [", absl::StrJoin(shape_, ", "), "] of ", dtype_);
   placements_ = normalize_placements(placements, ndim(), mesh_.shape());
   for (const PlacementPtr& p : placements_) {
-    if (std::optional<ReduceOp> op = p->partial_op())
+    // Spelled only for the error: a spec is made on every first call and
+    // planner state.
+    std::optional<ReduceOp> op = p->partial_op();
+    if (op && !reduce_op_supports(*op, dtype_))
       check_reduce_op_supports(*op, dtype_, p->to_string());
   }
   if (mesh_.contains_calling_rank()) local_layout_ = layout_at(mesh_.coordinate());

@@ -30,6 +30,8 @@ size_t StridedShard::hash() const {
 }
 
 PlacementPtr StridedShard::normalized(int64_t tensor_ndim) const {
+  if (dim_ >= 0 && dim_ < tensor_ndim)
+    return make(dim_, split_factor_);  // named only for the error
   return make(normalize_tensor_dim(dim_, tensor_ndim, to_string()), split_factor_);
 }
 

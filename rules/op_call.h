@@ -35,8 +35,7 @@ class OpCall {
  public:
   OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
          std::vector<TensorInput> inputs, DeviceMesh mesh);
-  // The mesh shared, not copied: the dispatcher builds a call per op that
-  // has a local kernel, and passes the mesh of an input's spec.
+  // The same, with `*mesh` (a copy of a mesh costs a reference count).
   OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
          std::vector<TensorInput> inputs, std::shared_ptr<const DeviceMesh> mesh);
 
@@ -54,7 +53,7 @@ class OpCall {
   size_t num_inputs() const { return inputs_.size(); }
   // The input that is argument `argument` (the first element for a list).
   const TensorInput* input_of_argument(size_t argument) const;
-  const DeviceMesh& mesh() const { return *mesh_; }
+  const DeviceMesh& mesh() const { return mesh_; }
 
   // The placement of input `i` on mesh dim `m`.
   const PlacementPtr& placement(size_t i, int64_t m) const {
@@ -67,7 +66,7 @@ class OpCall {
   const c10::OperatorHandle& op_;
   c10::ArrayRef<c10::IValue> arguments_;
   std::vector<TensorInput> inputs_;
-  std::shared_ptr<const DeviceMesh> mesh_;
+  DeviceMesh mesh_;
 };
 
 // The argument that return `j` of `schema` aliases and writes (an in-place

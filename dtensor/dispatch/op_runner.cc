@@ -38,7 +38,7 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
                   other.to_string());
   });
   DTENSOR_CHECK(first != nullptr, op_name_of(op), ": expected a DTensor argument, found none");
-  const std::shared_ptr<const DeviceMesh> mesh(*first, &(*first)->mesh());
+  const DeviceMesh& mesh = (*first)->mesh();
   std::vector<TensorInput> inputs;
   for_each_tensor_argument(arguments, [&](const at::Tensor& t, size_t a, int64_t list_index) {
     const DTensorSpecPtr* spec = dtensor_spec_or_null(t);
@@ -51,7 +51,7 @@ OpCall make_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argum
                     "] mixed with DTensors; expected a DTensor or a 0-dim scalar (distribute it ",
                     "first, or opt into dtensor::ScopedImplicitReplication)");
       input.spec = std::make_shared<const DTensorSpec>(
-          *mesh, std::vector<PlacementPtr>(mesh->ndim(), Replicate::make()), t.sizes().vec(),
+          mesh, std::vector<PlacementPtr>(mesh.ndim(), Replicate::make()), t.sizes().vec(),
           t.scalar_type());
     }
     inputs.push_back(std::move(input));

@@ -22,6 +22,7 @@
 #include <dtensor/redistribute/trace_sink.h>
 #include <dtensor/rules/cost.h>
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_join.h"
 
@@ -46,14 +47,22 @@ bool contains(const std::vector<int64_t>& values, int64_t value) {
 // are not adjacent gathers, scatters and exchanges in row-major group order
 // exactly as a run does: [S(0),S(1),S(0)] -> [R,S(1),R] gathers dim 0 over
 // mesh dims {0, 2} at once, [S(0),S(0),S(0)] -> [R,S(0),R] is refused.
+// Asked for every step priced, so it reads split_tensor_dims' answers off
+// the placements rather than making the lists.
 bool is_group_local(const Placements& state, const std::vector<int64_t>& dims,
                     const Placement& from, const Placement& to) {
-  std::vector<int64_t> touched = split_tensor_dims(from);
-  for (int64_t d : split_tensor_dims(to)) touched.push_back(d);
+  // Whether tensor dim `d` is among split_tensor_dims(p).
+  const auto splits = [](const Placement& p, int64_t d) {
+    return p.split_dim() == d || (d >= 0 && d < p.merged_leading_dims());
+  };
+  const auto touched = [&](int64_t d) { return splits(from, d) || splits(to, d); };
   for (int64_t m = dims.front() + 1; m < static_cast<int64_t>(state.size()); ++m) {
     if (contains(dims, m)) continue;
-    for (int64_t d : split_tensor_dims(*state[m])) {
-      if (contains(touched, d)) return false;
+    const Placement& other = *state[m];
+    const std::optional<int64_t> split = other.split_dim();
+    if (split && touched(*split)) return false;
+    for (int64_t d = 0; d < other.merged_leading_dims(); ++d) {
+      if (touched(d)) return false;
     }
   }
   return true;
@@ -84,7 +93,9 @@ std::vector<std::vector<int64_t>> step_groups(const Placements& state) {
       if (*state[m] == *state[first]) alike.push_back(m);
     }
     for (uint64_t subset = 0; subset < (uint64_t{1} << alike.size()); ++subset) {
-      std::vector<int64_t> dims{first};
+      std::vector<int64_t> dims;
+      dims.reserve(alike.size() + 1);
+      dims.push_back(first);
       for (size_t i = 0; i < alike.size(); ++i) {
         if (subset >> i & 1) dims.push_back(alike[i]);
       }
@@ -166,11 +177,11 @@ struct Candidate {
 };
 
 // Placements a group of mesh dims may move to: the source's, the target's,
-// or Replicate. A Partial is only entered where the target has it.
-std::vector<Candidate> candidates(const Placements& source, const Placements& target,
-                                  const std::vector<int64_t>& dims) {
-  std::vector<Candidate> out;
-  out.reserve(3);
+// or Replicate. A Partial is only entered where the target has it. Inline:
+// asked for every group of every state expanded.
+absl::InlinedVector<Candidate, 3> candidates(const Placements& source, const Placements& target,
+                                             const std::vector<int64_t>& dims) {
+  absl::InlinedVector<Candidate, 3> out;
   out.push_back({Replicate::make(), kReplicate});
   auto uniform = [&](const Placements& list) {
     for (int64_t m : dims) {
@@ -191,7 +202,8 @@ class Planner {
       : source_(source),
         target_(target),
         costs_(source.mesh().collective_costs()),
-        cheapest_step_(cheapest_step_cost(costs_)) {
+        cheapest_step_(cheapest_step_cost(costs_)),
+        origin_(source.mesh().ndim(), 0) {
     const Placements& from = source_.placements();
     const Placements& to = target_.placements();
     const PlacementPtr replicate = Replicate::make();
@@ -281,6 +293,7 @@ class Planner {
   // valid layout (e.g. it splits a dim merged into rows).
   DTensorSpecPtr spec_of(int64_t code) const {
     Placements placements;
+    placements.reserve(digits_.size());
     for (size_t m = 0; m < digits_.size(); ++m) {
       const int64_t digit = code / weights_[m] % 3;
       placements.push_back(digit == kReplicate ? Replicate::make()
@@ -317,8 +330,10 @@ class Planner {
     const DTensorSpecPtr from = states_[index].spec;
     const int64_t code = states_[index].code;
     const Placements& state = from->placements();
+    const std::vector<std::vector<int64_t>> groups = step_groups(state);
     std::vector<std::pair<int64_t, PlannedStep>> steps;
-    for (const std::vector<int64_t>& dims : step_groups(state)) {
+    steps.reserve(groups.size());
+    for (const std::vector<int64_t>& dims : groups) {
       // Every Partial left of the last dim must reduce alike: that covers
       // the dims between non-adjacent ones too.
       if (!reduces_in_order(state, dims.back())) continue;
@@ -431,16 +446,16 @@ class Planner {
   // would allocate for each step priced.
   template <typename CostOf>
   std::optional<PlannedStep> make_step(const DTensorSpecPtr& from, DTensorSpecPtr after,
-                                       std::vector<int64_t> dims, const CostOf& cost_of) {
+                                       const std::vector<int64_t>& dims, const CostOf& cost_of) {
     // Seen from coordinate 0: applicability and cost must not depend on which
     // rank plans, or ranks would run different collectives.
-    StepContext context(*from, *after, dims, std::vector<int64_t>(from->mesh().ndim(), 0));
+    StepContext context(*from, *after, dims, origin_);
     std::shared_ptr<const Transition> transition = find_transition(context);
     if (transition == nullptr) return std::nullopt;
     const std::optional<Costed> costed = cost_of(context, *transition);
     if (!costed) return std::nullopt;
     PlannedStep step;
-    step.mesh_dims = std::move(dims);
+    step.mesh_dims = dims;
     step.before = from;
     step.after = std::move(after);
     step.transition = std::move(transition);
@@ -463,6 +478,8 @@ class Planner {
   // The mesh's cost model, read once: the floor and every price agree.
   const CollectiveCosts costs_;
   const double cheapest_step_;
+  // Coordinate 0 of the mesh, where every step is seen from (make_step).
+  const std::vector<int64_t> origin_;
   // Per mesh dim, the digit of Replicate, the source's and the target's
   // placement, and the digit's weight in a state's code.
   std::vector<std::array<int64_t, 3>> digits_;

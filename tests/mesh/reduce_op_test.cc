@@ -37,5 +37,22 @@ TEST(ReduceOpTest, DtypeSupport) {
                        "t: expected a dtype to reduce, found QInt8");
 }
 
+// The predicate answers what the check does, for every op and dtype.
+TEST(ReduceOpTest, SupportPredicateMatchesTheCheck) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin,
+                      ReduceOp::kProduct, ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor}) {
+    for (int d = 0; d < static_cast<int>(c10::ScalarType::NumOptions); ++d) {
+      const auto dtype = static_cast<c10::ScalarType>(d);
+      bool checked = true;
+      try {
+        check_reduce_op_supports(op, dtype, "t");
+      } catch (const Error&) {
+        checked = false;
+      }
+      EXPECT_EQ(reduce_op_supports(op, dtype), checked) << reduce_op_name(op) << " on " << dtype;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtensor
