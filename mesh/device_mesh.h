@@ -30,8 +30,8 @@
 // A `DeviceMesh` is a handle to one immutable state, shared by its copies:
 // copying one is a reference-count increment, and two copies compare equal
 // by a pointer compare. Meshes built separately compare (and hash) by what
-// they are: the same world, ranks, layout and names. A mesh moved from holds
-// no state: it may only be assigned to or destroyed.
+// they are: the same world, ranks, layout and names. Moving one copies it,
+// so that no mesh is ever left without its state.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +59,9 @@ class DeviceMesh {
   // `dim_names` (default: "dim0", "dim1", ...). Collective over `world`.
   DeviceMesh(std::shared_ptr<Communicator> world, std::vector<int64_t> shape,
              std::vector<std::string> dim_names = {}, std::vector<int64_t> ranks = {});
+  // Declared so that no move is: a moved-from handle would hold no state.
+  DeviceMesh(const DeviceMesh&) = default;
+  DeviceMesh& operator=(const DeviceMesh&) = default;
 
   int64_t ndim() const { return static_cast<int64_t>(state_->shape.size()); }
   // Number of ranks in the mesh.
