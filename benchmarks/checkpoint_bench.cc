@@ -172,20 +172,36 @@ class CheckpointRun {
   CheckpointRun(const CheckpointRun&) = delete;
   CheckpointRun& operator=(const CheckpointRun&) = delete;
 
-  // One call of ours, then one of raw (bench_support.h's span timing).
+  // One call of ours and one of raw (bench_support.h's span timing), raw
+  // first every other call (the same on every rank: each makes as many
+  // calls), so that neither always follows the other's writeback.
   Times time_one() {
     Times times;
-    if (which_ == kSave) {
-      const at::Tensor local = DTensor(state_.at("w")).to_local();
-      times.ours = bench::time_span_over_ranks(
-          ctx_, [&] { checkpoint::save(state_, join_path(dir_, "save")); });
-      if (leader_) checkpoint::remove_tree(join_path(dir_, "save"));
-      times.raw = bench::time_span_over_ranks(ctx_, [&] { raw_write(raw_file_, local); });
-      checkpoint::remove_tree(raw_file_);
+    const auto ours = [&] {
+      if (which_ == kSave) {
+        times.ours = bench::time_span_over_ranks(
+            ctx_, [&] { checkpoint::save(state_, join_path(dir_, "save")); });
+        if (leader_) checkpoint::remove_tree(join_path(dir_, "save"));
+      } else {
+        times.ours = bench::time_span_over_ranks(
+            ctx_, [&] { checkpoint::load(state_, join_path(dir_, "load")); });
+      }
+    };
+    const auto raw = [&] {
+      if (which_ == kSave) {
+        const at::Tensor local = DTensor(state_.at("w")).to_local();
+        times.raw = bench::time_span_over_ranks(ctx_, [&] { raw_write(raw_file_, local); });
+        checkpoint::remove_tree(raw_file_);
+      } else {
+        times.raw = bench::time_span_over_ranks(ctx_, [&] { raw_read(raw_file_, buffer_); });
+      }
+    };
+    if (calls_++ % 2 == 0) {
+      ours();
+      raw();
     } else {
-      times.ours = bench::time_span_over_ranks(
-          ctx_, [&] { checkpoint::load(state_, join_path(dir_, "load")); });
-      times.raw = bench::time_span_over_ranks(ctx_, [&] { raw_read(raw_file_, buffer_); });
+      raw();
+      ours();
     }
     return times;
   }
@@ -222,6 +238,7 @@ class CheckpointRun {
   std::map<std::string, at::Tensor> state_;
   std::string raw_file_;
   at::Tensor buffer_;  // the raw read's destination, its pages touched
+  int64_t calls_ = 0;  // of time_one
 };
 
 class CheckpointBenchRank final : public BenchRank {

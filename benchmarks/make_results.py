@@ -149,7 +149,8 @@ of save. **load**: a checkpoint of the same layout saved before the run (the ind
 file's header read and checked on every rank, one vote of every rank's verdict, then pread
 straight into the shard); **raw read**: open, pread(2) into a buffer made and touched before
 the run, close: the floor of load. Ours and raw run in the same benchmark, one after the other
-in every iteration, so page-cache, disk and machine drift weigh on both alike; the values loaded
+in every iteration (which goes first alternates), so page-cache, disk and machine drift weigh on
+both alike; the values loaded
 and read are checked after the run. Every save and raw write makes new files (removed after the
 clock stops). Time = from the ranks' common start (a barrier) to the last rank's end: where
 ranks outnumber cores, raw reads and writes that never wait for each other run partly one after
@@ -682,6 +683,9 @@ def checkpoint_section(results):
             row = [size_text(size)]
             for case, _ in CHECKPOINT_CASES:
                 r = cases[case][size]
+                if "ratio_to_raw" not in r:
+                    sys.exit(f"make_results: {path} is from a checkpoint_bench that timed raw I/O "
+                             "in benchmarks of its own: rerun checkpoint_bench")
                 ratio = r["ratio_to_raw"]
                 row += [time_rate(micros(r), r["gbps"]), time_rate(r["raw_us"], r["raw_gbps"]),
                         bold_above(ratio, CHECKPOINT_RATIO_TARGET, sig(ratio))]

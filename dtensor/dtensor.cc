@@ -418,6 +418,8 @@ DTensor from_local(const at::Tensor& local, const DeviceMesh& mesh,
 }
 
 int64_t sum_over_mesh(const DeviceMesh& mesh, int64_t value) {
+  DTENSOR_CHECK(mesh.contains_calling_rank(), "sum_over_mesh: expected a rank of ",
+                mesh.to_string(), ", found world rank ", mesh.world()->rank(), " outside it");
   const std::shared_ptr<Communicator> comm = whole_mesh_communicator(mesh);
   at::Tensor term = at::full({1}, value, at::TensorOptions(at::kLong).device(mesh.device()));
   comm->all_reduce(term, ReduceOp::kSum);

@@ -137,7 +137,10 @@ struct FromLocalOptions {
 // one all_reduce of one int64 on the communicator of the mesh's ranks
 // (counted by CollectiveCounter), without a DTensor's planning and
 // dispatch. For verdicts every rank must act on alike (checkpoint's
-// agreement that every rank's checks passed). Collective over the mesh.
+// agreement that every rank's checks passed). Collective over the mesh (on
+// first use of a slice whose dims are not adjacent in its root, over the
+// root's world: its communicator is made then). Throws dtensor::Error on a
+// rank outside the mesh.
 int64_t sum_over_mesh(const DeviceMesh& mesh, int64_t value);
 
 // Builds a DTensor from each rank's shard. The shard is `local` itself, with

@@ -11,10 +11,6 @@ OpCall::OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> argumen
                std::vector<TensorInput> inputs, DeviceMesh mesh)
     : op_(op), arguments_(arguments), inputs_(std::move(inputs)), mesh_(std::move(mesh)) {}
 
-OpCall::OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
-               std::vector<TensorInput> inputs, std::shared_ptr<const DeviceMesh> mesh)
-    : OpCall(op, arguments, std::move(inputs), DeviceMesh(*mesh)) {}
-
 std::string OpCall::op_name() const { return op_name_string(op_.operator_name()); }
 
 const c10::IValue& OpCall::argument(const std::string& name) const {

@@ -35,9 +35,6 @@ class OpCall {
  public:
   OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
          std::vector<TensorInput> inputs, DeviceMesh mesh);
-  // The same, with `*mesh` (a copy of a mesh costs a reference count).
-  OpCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
-         std::vector<TensorInput> inputs, std::shared_ptr<const DeviceMesh> mesh);
 
   const c10::OperatorHandle& op() const { return op_; }
   const c10::FunctionSchema& schema() const { return op_.schema(); }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include <dtensor/base/check.h>
 
@@ -76,32 +77,44 @@ bool path_exists(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0;
 }
 
+int64_t read_at(int fd, void* out, int64_t size, int64_t position) {
+  char* into = static_cast<char*>(out);
+  int64_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::pread(fd, into + done, static_cast<size_t>(size - done), position + done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return -1;
+    if (got == 0) break;
+    done += got;
+  }
+  return done;
+}
+
 std::optional<std::string> read_file_if_exists(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
   if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return std::nullopt;
   DTENSOR_CHECK(fd >= 0, "checkpoint: cannot read ", path, ": ", std::strerror(errno));
+  // Closed on every way out, a failed allocation for a huge file included.
+  const std::unique_ptr<int, void (*)(int*)> closer(&fd, [](int* f) { ::close(*f); });
   // Straight into the string, asking for a byte more than fstat's size: a
   // file that did not grow comes back whole and short in one read; one that
   // did is read on to its end.
   struct stat info;
-  const size_t size =
-      ::fstat(fd, &info) == 0 ? static_cast<size_t>(std::max<off_t>(info.st_size, 0)) : 0;
-  std::string text(size + 1, '\0');
-  size_t done = 0;
+  const int64_t size = ::fstat(fd, &info) == 0 ? std::max<int64_t>(info.st_size, 0) : 0;
+  std::string text(static_cast<size_t>(size) + 1, '\0');
+  int64_t done = 0;
   while (true) {
-    const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const int error = errno;
-      ::close(fd);
-      DTENSOR_CHECK(false, "checkpoint: cannot read ", path, ": ", std::strerror(error));
-    }
-    done += static_cast<size_t>(got);
-    if (got == 0 || (done >= size && done < text.size())) break;
-    if (done == text.size()) text.resize(2 * text.size());
+    const int64_t capacity = static_cast<int64_t>(text.size());
+    const int64_t got = read_at(fd, text.data() + done, capacity - done, done);
+    DTENSOR_CHECK(got >= 0, "checkpoint: cannot read ", path, ": ", std::strerror(errno));
+    done += got;
+    if (done < capacity) break;  // the end of the file
+    text.resize(2 * text.size());
   }
-  ::close(fd);
-  text.resize(done);
+  text.resize(static_cast<size_t>(done));
   return text;
 }
 

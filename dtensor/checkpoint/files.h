@@ -54,6 +54,10 @@ std::string without_trailing_slashes(const std::string& path);
 std::string parent_directory(const std::string& path);
 
 bool path_exists(const std::string& path);
+// Reads up to `size` bytes at `position` of the open file `fd` into `out`,
+// retrying interrupted and short reads until `size` or the end of the file:
+// the bytes read, or -1 with errno set.
+int64_t read_at(int fd, void* out, int64_t size, int64_t position);
 // The whole of the file `path` (open, read, close: no stream), or nothing
 // when there is none (ENOENT, or ENOTDIR: a directory of the path is a
 // file). Throws dtensor::Error naming the file and the system's reason when

@@ -209,7 +209,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     // The length and, when it is short, the header in one read; a longer
     // header is read after it.
     std::string head(static_cast<size_t>(std::min(file_size, kFirstReadBytes)), '\0');
-    const ssize_t got = ::pread(fd_, head.data(), head.size(), 0);
+    const int64_t got = read_at(fd_, head.data(), static_cast<int64_t>(head.size()), 0);
     DTENSOR_CHECK(got >= 8, "safetensors: ", path,
                   ": reading the header length: ", got < 0 ? errno_text() : "the file ended");
     uint64_t length = 0;
@@ -222,8 +222,9 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     std::string rest;
     if (!read_whole) {
       rest.resize(length);
-      DTENSOR_CHECK(::pread(fd_, rest.data(), length, 8) == static_cast<ssize_t>(length),
-                    "safetensors: ", path, ": reading the header: ", errno_text());
+      const int64_t read = read_at(fd_, rest.data(), static_cast<int64_t>(length), 8);
+      DTENSOR_CHECK(read == static_cast<int64_t>(length), "safetensors: ", path,
+                    ": reading the header: ", read < 0 ? errno_text() : "the file ended");
     }
     data_start_ = 8 + static_cast<int64_t>(length);
     parse_header(read_whole ? std::string_view(head).substr(8, length) : std::string_view(rest),
@@ -294,18 +295,11 @@ void SafetensorsReader::read(const SafetensorsEntry& entry, int64_t offset, int6
   DTENSOR_CHECK(offset >= 0 && size >= 0 && offset + size <= entry.end - entry.begin,
                 "safetensors: ", path_, ": read of bytes [", offset, ", ", offset + size,
                 ") of a tensor of ", entry.end - entry.begin, " bytes");
-  char* out = static_cast<char*>(destination);
-  int64_t position = data_start_ + entry.begin + offset;
+  const int64_t position = data_start_ + entry.begin + offset;
   thread_bytes_read += size;
-  while (size > 0) {
-    const ssize_t got = ::pread(fd_, out, static_cast<size_t>(size), position);
-    if (got < 0 && errno == EINTR) continue;
-    DTENSOR_CHECK(got > 0, "safetensors: ", path_, ": reading ", size, " bytes at ", position, ": ",
-                  got == 0 ? "unexpected end of file" : errno_text());
-    out += got;
-    position += got;
-    size -= got;
-  }
+  const int64_t got = read_at(fd_, destination, size, position);
+  DTENSOR_CHECK(got == size, "safetensors: ", path_, ": reading ", size, " bytes at ", position,
+                ": ", got < 0 ? errno_text() : "unexpected end of file");
 }
 
 ReadCounter::ReadCounter() : start_(thread_bytes_read) {}

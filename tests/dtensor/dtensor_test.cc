@@ -767,6 +767,14 @@ TEST(DTensorTest, SumOverMeshAddsEveryRanksValue) {
     // tp groups: world ranks {0, 1} and {2, 3}.
     EXPECT_EQ(sum_over_mesh(mesh["tp"], rank + 1), rank < 2 ? 3 : 7);
     EXPECT_EQ(sum_over_mesh(mesh, int64_t{1} << 40), int64_t{4} << 40);
+    // A mesh over ranks 3 and 1: the others are refused, naming it.
+    const DeviceMesh some(local_world(), {2}, {"x"}, {3, 1});
+    if (rank == 1 || rank == 3) {
+      EXPECT_EQ(sum_over_mesh(some, rank), 4);
+    } else {
+      DTENSOR_EXPECT_ERROR(sum_over_mesh(some, rank),
+                           "sum_over_mesh: expected a rank of DeviceMesh((x=2), ranks=[3, 1])");
+    }
   });
 }
 
