@@ -78,7 +78,9 @@ memcpy of the local shard (busbw 0). **ratio** = Σ redistribute time / Σ raw t
 divides the same bus bytes (Σ over the raw steps of step size × the step group's factor) by our
 time and by the raw time, so S(0) → R's is collective_bench's all_gather busbw at the same size.
 The *plan* column is what the planner chose, *raw* the steps it is held against (dN: mesh dim N;
-d0,1: the flattened mesh).
+d0,1: the flattened mesh). The `_given` cases give their source up (`std::move(x).redistribute`):
+P → R then all-reduces in the source's memory (against the same in-place raw all-reduce), R → S(0)
+returns a view of it (against R_to_S0's memcpy; 200 iterations per size).
 """
 
 DISPATCH_ABOUT = """\

@@ -13,6 +13,15 @@
 //     S0_to_S1   S(0) -> S(1)     raw: all_to_all of the local shard (global / n)
 //     R_to_S0    R -> S(0)        raw: none exists (a local slice): a memcpy of the local
 //                                 shard (global / n bytes); busbw is 0 (nothing crosses a link)
+//     P_to_R_given   std::move(x).redistribute(R) of P(sum): the source given up, so the
+//                    sum is reduced in its memory (raw: all_reduce of the global bytes)
+//     R_to_S0_given  std::move(x).redistribute(S(0)) of R: the shard is a view of the source
+//                    (raw: the memcpy of R_to_S0)
+//                    Each call of a *_given case gets a source only it holds, made
+//                    before the clock starts on the memory the previous call left
+//                    (no copy per iteration; checked to be reused). R_to_S0_given
+//                    runs 200 iterations at every size (its call is microseconds,
+//                    its raw memcpy milliseconds at the large sizes).
 //     RG_to_RG   RG(dims=1,units=[1,2,..,n]) -> RG(dims=1,units=[n,..,2,1])
 //                                 raw: all_to_all_v with the same counts (the overlaps of the
 //                                 two row partitions, the rank's own part included)
@@ -95,6 +104,7 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
+#include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/device_mesh.h>
@@ -139,6 +149,12 @@ struct Case {
   std::string source;  // placements, e.g. "S(0),S(1)"
   std::string target;
   std::vector<RawStep> raw;
+  // Whether each call gives its source up (`std::move(x).redistribute(...)`).
+  bool gives_up_source = false;
+  // A fixed iteration count, for a case whose own call is far shorter than
+  // its raw contenders (which run in every iteration too): Google
+  // Benchmark's count, sized by the case's time, would run them for minutes.
+  int64_t iterations = 0;  // 0: Google Benchmark's choice
 };
 
 std::string units_text(std::vector<int64_t> units) {
@@ -167,6 +183,8 @@ std::vector<Case> make_cases(int n) {
       {"P_to_S0", 1, "P(sum)", "S(0)", {{"reduce_scatter", Group::kDim0, Share::kGlobal}}},
       {"S0_to_S1", 1, "S(0)", "S(1)", {{"all_to_all", Group::kDim0, Share::kPerRank}}},
       {"R_to_S0", 1, "R", "S(0)", {{"memcpy", Group::kDim0, Share::kPerRank}}},
+      {"P_to_R_given", 1, "P(sum)", "R", {{"all_reduce", Group::kDim0, Share::kGlobal}}, true},
+      {"R_to_S0_given", 1, "R", "S(0)", {{"memcpy", Group::kDim0, Share::kPerRank}}, true, 200},
       {"RG_to_RG",
        1,
        units_text(ascending_units(n)),
@@ -235,7 +253,8 @@ struct Times {
 
 class CaseRun {
  public:
-  CaseRun(const RankContext& ctx, const Meshes& meshes, const Case& c, int64_t bytes) : ctx_(ctx) {
+  CaseRun(const RankContext& ctx, const Meshes& meshes, const Case& c, int64_t bytes)
+      : ctx_(ctx), gives_up_source_(c.gives_up_source) {
     const DeviceMesh& mesh = c.mesh_ndim == 1 ? meshes.mesh1 : *meshes.mesh2;
     const int64_t rows = bytes / kRowBytes;
     const at::Tensor global = at::zeros({rows, kColumns}, ctx.options);
@@ -277,7 +296,7 @@ class CaseRun {
     }
     run_raw(/*allocating=*/false);  // untimed warm-ups
     run_raw(/*allocating=*/true);
-    run_redistribute();
+    redistribute_timed([](auto&& call) { call(); });
     bench::synchronize_device(ctx_);
   }
 
@@ -292,9 +311,8 @@ class CaseRun {
           t.raw_allocating = bench::time_max_over_ranks(ctx_, [&] { outputs = run_raw(true); });
         },
         [&] {
-          std::optional<DTensor> out;
-          t.redistribute =
-              bench::time_max_over_ranks(ctx_, [&] { out.emplace(run_redistribute()); });
+          redistribute_timed(
+              [&](auto&& call) { t.redistribute = bench::time_max_over_ranks(ctx_, call); });
         }};
     for (size_t k = 0; k < timed.size(); ++k) timed[(i + k) % timed.size()]();
     return t;
@@ -351,9 +369,44 @@ class CaseRun {
     return outputs;
   }
 
-  DTensor run_redistribute() const { return source_->redistribute(target_); }
+  // One redistribute, the call handed to `time` (which runs it once); the
+  // output is destroyed after. A case that gives its source up gets a source
+  // only it holds, made before the call: the first a copy of the source, each
+  // later one on the memory of the previous output, which is the source's
+  // memory again (P -> R reduced in it, R -> S(0) viewed it), so that no
+  // iteration copies the source.
+  template <typename Time>
+  void redistribute_timed(Time time) {
+    if (!gives_up_source_) {
+      std::optional<DTensor> out;
+      time([&] { out.emplace(source_->redistribute(target_)); });
+      return;
+    }
+    std::optional<DTensor> given = next_source_to_give();
+    const c10::StorageImpl* memory = given->to_local().storage().unsafeGetStorageImpl();
+    std::optional<DTensor> out;
+    time([&] { out.emplace(std::move(*given).redistribute(target_)); });
+    DTENSOR_CHECK(out->to_local().storage().unsafeGetStorageImpl() == memory,
+                  "redistribute_bench: a given-up source's memory was not reused");
+    given.reset();
+    last_output_ = std::move(out);
+  }
+
+  std::optional<DTensor> next_source_to_give() {
+    if (!last_output_) {
+      return DTensor(pooled_clone(source_->to_local()), source_->spec_ptr());
+    }
+    at::Storage memory = last_output_->to_local().storage();
+    last_output_.reset();
+    const at::Tensor& shape_of = source_->to_local();
+    at::Tensor local =
+        at::empty({0}, shape_of.options()).set_(std::move(memory), 0, shape_of.sizes());
+    return DTensor(std::move(local), source_->spec_ptr());
+  }
 
   const RankContext& ctx_;
+  bool gives_up_source_;
+  std::optional<DTensor> last_output_;  // of a case that gives its source up
   std::optional<DTensor> source_;
   std::vector<PlacementPtr> target_;
   std::string plan_;
@@ -376,10 +429,10 @@ class RedistributeBenchRank final : public BenchRank {
     for (int c = 0; c < static_cast<int>(cases_.size()); ++c) {
       for (int64_t bytes = kMinBytes; bytes <= kMaxBytes; bytes *= kBytesStep) {
         const std::string name = "redistribute/" + cases_[c].name + suffix + std::to_string(bytes);
-        benchmark::RegisterBenchmark(
-            name.c_str(), [this, c, bytes](benchmark::State& state) { run_case(state, c, bytes); })
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond);
+        benchmark::internal::Benchmark* registered = benchmark::RegisterBenchmark(
+            name.c_str(), [this, c, bytes](benchmark::State& state) { run_case(state, c, bytes); });
+        registered->UseManualTime()->Unit(benchmark::kMicrosecond);
+        if (cases_[c].iterations > 0) registered->Iterations(cases_[c].iterations);
       }
     }
     for (int c = 0; c < static_cast<int>(cases_.size()); ++c) {

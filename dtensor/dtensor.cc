@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -66,6 +67,48 @@ std::shared_ptr<Communicator> whole_mesh_communicator(const DeviceMesh& mesh) {
   return mesh.ndim() == 1 ? mesh.communicator(0) : mesh.flatten("whole_mesh").communicator(0);
 }
 
+// redistribute_any, giving `tensor`'s shard up when `consume`.
+DTensor redistribute_planned(const DTensor& tensor, const std::vector<PlacementPtr>& placements,
+                             bool consume) {
+  const RedistributePlanPtr plan = plan_redistribute(tensor.spec(), placements);
+  if (plan->steps.empty()) return tensor;
+  return DTensor(consume ? redistribute_consuming_with_grad(tensor.tensor(), plan->target)
+                         : redistribute_with_grad(tensor.tensor(), plan->target));
+}
+
+// Only what the Partial rule needs is checked here; the plan lookup takes the
+// placements as given, so a cache hit normalizes and allocates nothing, and
+// a miss validates them fully.
+void check_redistribute_targets(const std::vector<PlacementPtr>& placements,
+                                const std::vector<PlacementPtr>& current) {
+  DTENSOR_CHECK(placements.size() == current.size(), "placements: expected one per mesh dim (",
+                current.size(), "), found ", placements.size());
+  for (size_t i = 0; i < placements.size(); ++i) {
+    DTENSOR_CHECK(placements[i] != nullptr, "placements[", i,
+                  "]: expected a placement, found null");
+    DTENSOR_CHECK(!placements[i]->is_partial() || *placements[i] == *current[i],
+                  "redistribute: mesh dim ", i, ": a Partial target (", placements[i]->to_string(),
+                  ") needs that mesh dim to hold the same Partial already, found ",
+                  current[i]->to_string(),
+                  "; Partial values come from operators, not from redistribute");
+  }
+}
+
+// Whether `tensor` (a DTensor handle) alone holds its DTensor and the memory
+// of its shard: no other handle, no to_local() result or other view of the
+// shard, nothing autograd saved (a saved DTensor holds its shard), no view
+// of it that remembers its shard; and whether that memory is libtorch's to
+// reuse: a from_blob or mapped buffer (not resizable) is someone else's
+// whatever the counts say, and a leaf that requires grad is never written
+// in place. local() also settles pending async work before the caller
+// writes.
+bool holds_alone(const at::Tensor& tensor) {
+  if (tensor.use_count() != 1 || (tensor.requires_grad() && tensor.is_leaf())) return false;
+  const at::Tensor& local = dtensor_impl(tensor)->local();
+  return local.use_count() == 1 && local.has_storage() && local.storage().use_count() == 1 &&
+         local.storage().resizable();
+}
+
 DTensor redistribute_with_gradient_layout(const DTensor& tensor,
                                           const std::vector<PlacementPtr>& placements,
                                           const std::vector<PlacementPtr>& grad_placements) {
@@ -105,22 +148,8 @@ at::Tensor DTensor::full_tensor(
 }
 
 DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
-                              RedistributeOptions options) const {
-  // Only what the Partial rule needs is checked here; the plan lookup takes the
-  // placements as given, so a cache hit normalizes and allocates nothing, and
-  // a miss validates them fully.
-  const std::vector<PlacementPtr>& current = spec().placements();
-  DTENSOR_CHECK(placements.size() == current.size(), "placements: expected one per mesh dim (",
-                current.size(), "), found ", placements.size());
-  for (size_t i = 0; i < placements.size(); ++i) {
-    DTENSOR_CHECK(placements[i] != nullptr, "placements[", i,
-                  "]: expected a placement, found null");
-    DTENSOR_CHECK(!placements[i]->is_partial() || *placements[i] == *current[i],
-                  "redistribute: mesh dim ", i, ": a Partial target (", placements[i]->to_string(),
-                  ") needs that mesh dim to hold the same Partial already, found ",
-                  current[i]->to_string(),
-                  "; Partial values come from operators, not from redistribute");
-  }
+                              RedistributeOptions options) const& {
+  check_redistribute_targets(placements, spec().placements());
   if (options.grad_placements) {
     DTENSOR_CHECK(!options.async_op,
                   "redistribute: expected async_op or grad_placements, found both");
@@ -131,10 +160,17 @@ DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
       redistribute_async(tensor_, [&] { return redistribute_any(*this, placements).tensor(); }));
 }
 
+DTensor DTensor::redistribute(const std::vector<PlacementPtr>& placements,
+                              RedistributeOptions options) && {
+  if (options.async_op || options.grad_placements || !holds_alone(tensor_)) {
+    return std::as_const(*this).redistribute(placements, std::move(options));
+  }
+  check_redistribute_targets(placements, spec().placements());
+  return redistribute_planned(*this, placements, /*consume=*/true);
+}
+
 DTensor redistribute_any(const DTensor& tensor, const std::vector<PlacementPtr>& placements) {
-  const RedistributePlanPtr plan = plan_redistribute(tensor.spec(), placements);
-  if (plan->steps.empty()) return tensor;
-  return DTensor(redistribute_with_grad(tensor.tensor(), plan->target));
+  return redistribute_planned(tensor, placements, /*consume=*/false);
 }
 
 namespace {

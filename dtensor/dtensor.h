@@ -76,8 +76,22 @@ class DTensor {
       const std::optional<std::vector<PlacementPtr>>& grad_placements = std::nullopt) const;
   // The same global tensor with `placements`. A Partial target is refused
   // unless that mesh dim already holds the same Partial. Differentiable.
+  // Where anything moves, the result shares no memory with this DTensor;
+  // where nothing does, it is this DTensor.
   DTensor redistribute(const std::vector<PlacementPtr>& placements,
-                       RedistributeOptions options = {}) const;
+                       RedistributeOptions options = {}) const&;
+  // The same on a DTensor given up: `std::move(x).redistribute(...)`, or a
+  // temporary. When this handle alone holds the DTensor and its shard's
+  // memory (no other copy of the handle, no to_local() result or view of
+  // it, nothing autograd saved), that memory is reused: P -> R reduces in
+  // place, R -> S/SS/Ragged returns a view of the replicated shard wherever
+  // the part kept is contiguous (which keeps the whole replicated buffer
+  // alive with the shard: clone its local tensor to hold only the part),
+  // and a group of one rank copies nothing. Values and gradients are the
+  // same as the copying form's; when the memory is shared, or with async_op
+  // or grad_placements, this is the copying form.
+  DTensor redistribute(const std::vector<PlacementPtr>& placements,
+                       RedistributeOptions options = {}) &&;
 
   // Whether no async redistribute's collectives are still running on the
   // device for this tensor (a query; never blocks).

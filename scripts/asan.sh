@@ -4,8 +4,10 @@
 # $DTENSOR_ASAN_BUILD_DIR) and runs them; any report fails the run. Only the
 # suites' targets are built, at -O1, to keep CI short. libtorch is not
 # instrumented: ASan still sees every heap access dtensor makes, UBSan checks
-# dtensor's own code. Not run: unit_single_rank_collectives (the unit suite's
-# redistribute cases again, minutes under ASan). Extra arguments go to ctest.
+# dtensor's own code. -g1 (line tables only) keeps file:line in reports at a
+# fraction of full debug info's compile and link time. Not run:
+# unit_single_rank_collectives (the unit suite's redistribute cases again,
+# minutes under ASan). Extra arguments go to ctest.
 #   bash scripts/asan.sh                 # everything
 #   bash scripts/asan.sh -R '^unit$'     # one suite
 set -euo pipefail
@@ -19,7 +21,7 @@ sanitize="-fsanitize=address,undefined -fno-omit-frame-pointer"
 # a false positive of instrumented code (GCC's manual warns that sanitizers
 # raise the rate of -Wmaybe-uninitialized false positives); every other
 # warning stays an error.
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_CXX_FLAGS="$sanitize -Wno-maybe-uninitialized" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" \
   -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" -DDTENSOR_WARNINGS_AS_ERRORS=ON \
   -DDTENSOR_BUILD_BENCHMARKS=OFF -DDTENSOR_WITH_NCCL=OFF

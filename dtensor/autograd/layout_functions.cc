@@ -18,16 +18,19 @@ using torch::autograd::variable_list;
 
 // The shard of `impl` after `plan` (planned from its spec): the shard
 // itself, uncopied, when nothing moves.
-at::Tensor shard_after(const DTensorImpl& impl, const RedistributePlan& plan) {
+// With `consume`, the shard is the caller's to give (execute_plan_consuming).
+at::Tensor shard_after(const DTensorImpl& impl, const RedistributePlan& plan,
+                       bool consume = false) {
   if (plan.steps.empty()) return impl.local();
-  return execute_plan(plan, impl.local());
+  return consume ? execute_plan_consuming(plan, impl.local()) : execute_plan(plan, impl.local());
 }
 
-at::Tensor redistribute_local(const at::Tensor& tensor, const DTensorSpecPtr& target) {
+at::Tensor redistribute_local(const at::Tensor& tensor, const DTensorSpecPtr& target,
+                              bool consume) {
   const DTensorImpl* impl = dtensor_impl(tensor);
   if (impl->spec() == target || *impl->spec() == *target) return tensor;
   const RedistributePlanPtr plan = plan_redistribute(*impl->spec(), *target);
-  return make_dtensor_tensor(shard_after(*impl, *plan), plan->target);
+  return make_dtensor_tensor(shard_after(*impl, *plan, consume), plan->target);
 }
 
 DTensorSpecPtr gradient_spec(const DTensorSpec& spec) {
@@ -80,6 +83,20 @@ void record(const at::Tensor& input, at::Tensor& output, const char* name,
   torch::autograd::set_history(output, node);
 }
 
+// redistribute_with_grad, consuming `tensor`'s shard or not.
+at::Tensor redistribute_recorded(const at::Tensor& tensor, const DTensorSpecPtr& target,
+                                 bool consume) {
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    out = redistribute_local(tensor, target, consume);
+  }
+  if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) return tensor;
+  record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward,
+         gradient_spec(*dtensor_impl(tensor)->spec()));
+  return out;
+}
+
 }  // namespace
 
 at::Tensor local_laid_out_as(const at::Tensor& tensor,
@@ -97,15 +114,11 @@ std::vector<PlacementPtr> gradient_placements(const std::vector<PlacementPtr>& p
 }
 
 at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target) {
-  at::Tensor out;
-  {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    out = redistribute_local(tensor, target);
-  }
-  if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) return tensor;
-  record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward,
-         gradient_spec(*dtensor_impl(tensor)->spec()));
-  return out;
+  return redistribute_recorded(tensor, target, /*consume=*/false);
+}
+
+at::Tensor redistribute_consuming_with_grad(at::Tensor tensor, const DTensorSpecPtr& target) {
+  return redistribute_recorded(tensor, target, /*consume=*/true);
 }
 
 at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target,
@@ -113,7 +126,7 @@ at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr
   at::Tensor out;
   {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    out = redistribute_local(tensor, target);
+    out = redistribute_local(tensor, target, /*consume=*/false);
   }
   // A new tensor to record the backward on, sharing the shard and, as a view
   // does, the version counter: an in-place change through either is seen by

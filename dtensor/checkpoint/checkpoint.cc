@@ -54,9 +54,34 @@ struct Run {
   int64_t length;
 };
 
-// The runs of `indices` (one dim's global indices in local order) that fall
-// in [begin, end).
-std::vector<Run> runs_within(const std::vector<int64_t>& indices, int64_t begin, int64_t end) {
+// The first of `indices` when they are consecutive from it (a Shard's or
+// Replicate's dim, and every dim of a plain tensor), else nothing.
+std::optional<int64_t> consecutive_from(const std::vector<int64_t>& indices) {
+  for (size_t j = 1; j < indices.size(); ++j) {
+    if (indices[j] != indices[0] + static_cast<int64_t>(j)) return std::nullopt;
+  }
+  return indices.empty() ? 0 : indices[0];
+}
+
+// One dim's global indices in local order, with consecutive_from of them
+// found once: a dim met by many boxes is then met by each in one step.
+struct DimIndices {
+  explicit DimIndices(const std::vector<int64_t>& list)
+      : indices(&list), first(consecutive_from(list)) {}
+  const std::vector<int64_t>* indices;
+  std::optional<int64_t> first;
+};
+
+// The runs of `dim`'s indices that fall in [begin, end): at most one, found
+// without visiting the indices, when they are consecutive.
+std::vector<Run> runs_within(const DimIndices& dim, int64_t begin, int64_t end) {
+  const std::vector<int64_t>& indices = *dim.indices;
+  if (dim.first) {
+    const int64_t low = std::max(*dim.first, begin);
+    const int64_t high = std::min(*dim.first + static_cast<int64_t>(indices.size()), end);
+    if (low >= high) return {};
+    return {{low - *dim.first, low, high - low}};
+  }
   std::vector<Run> runs;
   for (int64_t j = 0; j < static_cast<int64_t>(indices.size()); ++j) {
     const int64_t g = indices[j];
@@ -69,24 +94,6 @@ std::vector<Run> runs_within(const std::vector<int64_t>& indices, int64_t begin,
     }
   }
   return runs;
-}
-
-// The first of `indices` when they are consecutive from it (a Shard's or
-// Replicate's dim, and every dim of a plain tensor), else nothing.
-std::optional<int64_t> consecutive_from(const std::vector<int64_t>& indices) {
-  for (size_t j = 1; j < indices.size(); ++j) {
-    if (indices[j] != indices[0] + static_cast<int64_t>(j)) return std::nullopt;
-  }
-  return indices.empty() ? 0 : indices[0];
-}
-
-// runs_within for the `count` consecutive indices from `first`: at most one
-// run, found without visiting the indices.
-std::vector<Run> runs_within_range(int64_t first, int64_t count, int64_t begin, int64_t end) {
-  const int64_t low = std::max(first, begin);
-  const int64_t high = std::min(first + count, end);
-  if (low >= high) return {};
-  return {{low - first, low, high - low}};
 }
 
 // Calls `visit` with one run per dim for every combination of `runs` (once,
@@ -120,7 +127,7 @@ struct OwnedBox {
 void append_boxes(const IndexLists& indices, int64_t rank, std::vector<OwnedBox>& boxes) {
   std::vector<std::vector<Run>> runs;
   for (const std::vector<int64_t>& dim : indices) {
-    runs.push_back(runs_within(dim, 0, std::numeric_limits<int64_t>::max()));
+    runs.push_back(runs_within(DimIndices(dim), 0, std::numeric_limits<int64_t>::max()));
   }
   for_each_region(runs, [&](const std::vector<Run>& region) {
     OwnedBox box{rank, {}, {}, {}};
@@ -645,11 +652,7 @@ struct Read {
 // The reads that fill `target` from `record`, checked to cover every local
 // element exactly once.
 std::vector<Read> plan_reads(const Target& target, const SavedTensor& record) {
-  // Dims whose indices are consecutive (most) meet each box in one step,
-  // not one per index.
-  std::vector<std::optional<int64_t>> firsts;
-  for (const std::vector<int64_t>& indices : target.indices)
-    firsts.push_back(consecutive_from(indices));
+  const std::vector<DimIndices> dims(target.indices.begin(), target.indices.end());
   std::vector<Read> reads;
   int64_t covered = 0;
   for (const SavedBox& box : record.boxes) {
@@ -658,10 +661,7 @@ std::vector<Read> plan_reads(const Target& target, const SavedTensor& record) {
     for (size_t d = 0; d < box.sizes.size(); ++d) {
       const int64_t begin = box.offsets[d];
       const int64_t end = begin + box.sizes[d];
-      read.runs.push_back(
-          firsts[d] ? runs_within_range(*firsts[d], static_cast<int64_t>(target.indices[d].size()),
-                                        begin, end)
-                    : runs_within(target.indices[d], begin, end));
+      read.runs.push_back(runs_within(dims[d], begin, end));
       int64_t held = 0;
       for (const Run& run : read.runs.back()) held += run.length;
       count *= held;

@@ -57,20 +57,24 @@ int64_t CollectiveCounter::total_bytes() const {
 
 void CollectiveCounter::record(std::string_view collective, const at::Tensor& input,
                                int64_t began_ns) {
+  record(collective, static_cast<int64_t>(input.nbytes()), input.is_cuda(), began_ns);
+}
+
+void CollectiveCounter::record(std::string_view collective, int64_t input_bytes, bool input_is_cuda,
+                               int64_t began_ns) {
   if (TraceSink* sink = trace_sink()) {
     const int64_t now = trace_clock_ns();
-    sink->on_collective({std::string(collective),
-                         static_cast<int64_t>(input.nbytes()),
-                         {began_ns < 0 ? now : began_ns, now}});
+    sink->on_collective(
+        {std::string(collective), input_bytes, {began_ns < 0 ? now : began_ns, now}});
   }
   const auto add = [&](CollectiveCounter& counter) {
     ++counter.counts_[std::string(collective)];
-    counter.bytes_[std::string(collective)] += static_cast<int64_t>(input.nbytes());
+    counter.bytes_[std::string(collective)] += input_bytes;
   };
   if (innermost_counter != nullptr) {
     const std::lock_guard<std::mutex> lock(live_mutex());
     for (CollectiveCounter* c = innermost_counter; c != nullptr; c = c->outer_) add(*c);
-  } else if (input.is_cuda()) {
+  } else if (input_is_cuda) {
     const std::lock_guard<std::mutex> lock(live_mutex());
     for (CollectiveCounter* counter : live_counters()) add(*counter);
   }

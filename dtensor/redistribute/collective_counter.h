@@ -52,6 +52,10 @@ class CollectiveCounter {
   // (dtensor/redistribute/trace_sink.h) as a span from `began_ns`
   // (trace_clock_ns(); negative: now) to now.
   static void record(std::string_view collective, const at::Tensor& input, int64_t began_ns = -1);
+  // The same from what is counted of the input: its bytes and whether it is
+  // on a CUDA device (for a caller that gave the input away).
+  static void record(std::string_view collective, int64_t input_bytes, bool input_is_cuda,
+                     int64_t began_ns = -1);
 
  private:
   std::map<std::string, int64_t, std::less<>> counts_;

@@ -606,19 +606,28 @@ void set_plan_cache_capacity(int64_t capacity) { plan_cache_limits().set_capacit
 
 void clear_plan_cache() { plan_cache_limits().clear_all(); }
 
-at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
+namespace {
+
+// Runs the steps; with `consume_source` every step may reuse the memory it is
+// given (the source's, then each step's result, which only this call holds).
+// A held source is never given to run_consuming: a view of it, or of a step's
+// result, would keep buffers up to the group size times the shard alive.
+at::Tensor run_steps(const RedistributePlan& plan, at::Tensor local, bool consume_source) {
   TraceSink* const sink = trace_sink();
   const int64_t began = sink != nullptr ? trace_clock_ns() : -1;
-  at::Tensor current = local;
+  at::Tensor current = std::move(local);
   for (const PlannedStep& step : plan.steps) {
     if (!step.context) {
       step.context = std::make_shared<const StepContext>(*step.before, *step.after, step.mesh_dims);
     }
-    const at::Tensor input = current;
+    const Transition& transition = *step.transition;
     const int64_t step_began = sink != nullptr ? trace_clock_ns() : -1;
-    current = step.transition->run(current, *step.context);
-    if (step.transition->communicates()) {
-      CollectiveCounter::record(step.transition->collective(), input, step_began);
+    const auto input_bytes = static_cast<int64_t>(current.nbytes());
+    const bool input_is_cuda = current.is_cuda();
+    current = consume_source ? transition.run_consuming(std::move(current), *step.context)
+                             : transition.run(current, *step.context);
+    if (transition.communicates()) {
+      CollectiveCounter::record(transition.collective(), input_bytes, input_is_cuda, step_began);
     }
   }
   if (sink != nullptr && !plan.steps.empty()) {
@@ -628,6 +637,16 @@ at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
                            {began, trace_clock_ns()}});
   }
   return current;
+}
+
+}  // namespace
+
+at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local) {
+  return run_steps(plan, local, /*consume_source=*/false);
+}
+
+at::Tensor execute_plan_consuming(const RedistributePlan& plan, at::Tensor local) {
+  return run_steps(plan, std::move(local), /*consume_source=*/true);
 }
 
 }  // namespace dtensor

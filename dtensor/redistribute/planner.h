@@ -92,7 +92,14 @@ void set_plan_cache_capacity(int64_t capacity);
 void clear_plan_cache();
 
 // Runs `plan` on the calling rank's local tensor of `plan`'s source spec,
-// which may have any strides (transition.h).
+// which may have any strides (transition.h). `local` is left unchanged and
+// the result shares no memory with it, unless the plan has no steps: then
+// the result is `local`.
 at::Tensor execute_plan(const RedistributePlan& plan, const at::Tensor& local);
+// The same on a `local` the caller gives up (nothing else holds its memory,
+// transition.h): every step may reuse what it is given
+// (Transition::run_consuming), so Partial -> R reduces in place and R -> S
+// returns a view of `local` where the shard is contiguous.
+at::Tensor execute_plan_consuming(const RedistributePlan& plan, at::Tensor local);
 
 }  // namespace dtensor

@@ -129,6 +129,15 @@ class Transition {
   // say): a transition whose collective needs a contiguous buffer makes one
   // itself, so that callers never copy ahead of steps that need no copy.
   virtual at::Tensor run(const at::Tensor& local, const StepContext& step) const = 0;
+  // run() on a `local` the caller gives up: nothing else reads or writes its
+  // memory afterwards (no other tensor, view or autograd record holds it),
+  // so the result may reuse it: reduce in place, be a view of it, be it.
+  // The result must still be laid out as run()'s (contiguous); what it does
+  // not keep of `local` it must not hand to anything else. The default is
+  // run(); override where reusing the memory saves a copy.
+  virtual at::Tensor run_consuming(at::Tensor local, const StepContext& step) const {
+    return run(local, step);
+  }
 
   bool communicates() const { return collective() != "local"; }
 };

@@ -95,10 +95,12 @@ void run_case(const Case& c, const at::Tensor& global_in, const DeviceMesh& mesh
                << c.from << " -> " << c.to << " shape " << global_in.sizes() << " mesh "
                << mesh.to_string() << " rank " << mesh.world()->rank());
   auto [source, global] = make_source(global_in, mesh, parse_placements(c.from));
+  const at::Tensor source_values = source.to_local().clone();
   std::vector<PlacementPtr> target = parse_placements(c.to);
   CollectiveCounter counter;
   DTensor out = source.redistribute(target);
   const int64_t total = counter.total();
+  EXPECT_TRUE(at::equal(source.to_local(), source_values)) << "the source changed";
   std::map<std::string, int64_t, std::less<>> kinds = counter.by_collective();
   std::string kinds_text = testing::describe_counts(counter);
   if (check_count) {
@@ -128,6 +130,11 @@ void run_case(const Case& c, const at::Tensor& global_in, const DeviceMesh& mesh
   }
   at::Tensor full = out.full_tensor();
   EXPECT_TRUE(at::equal(full, global)) << "full " << full;
+  // Given up, the source's memory may be reused: the same values.
+  DTensor given_up = make_source(global_in.clone(), mesh, parse_placements(c.from)).first;
+  const DTensor consumed = std::move(given_up).redistribute(target);
+  EXPECT_TRUE(at::equal(consumed.to_local(), out.to_local()))
+      << "given up: " << consumed.to_local() << "\nexpected " << out.to_local();
 }
 
 // design.md section 3, one mesh dim of 4 ranks.

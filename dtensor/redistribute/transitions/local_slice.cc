@@ -38,16 +38,15 @@ class LocalSlice final : public Transition {
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    const Slice& slice = step.derived<Slice>([&] { return make_slice(local, step); });
-    if (slice.box) {
-      // The common case (a Shard of Replicate), in two ops: small slices are
-      // all fixed cost.
-      return pooled_clone(narrow_to(local, *slice.box));
-    }
-    at::Tensor kept = gather_positions(local.reshape(slice.merged_shape), slice.positions);
     // A redistribute's result never shares memory with its source.
-    if (kept.is_alias_of(local)) kept = pooled_clone(kept);
-    return kept.reshape(step.my_target_layout().local_shape);
+    at::Tensor out = kept(local, step);
+    return out.is_alias_of(local) ? pooled_clone(out) : out;
+  }
+
+  // No copy where the kept elements are contiguous (a Shard of the first
+  // dim that is split, say): the result is a view of the source's memory.
+  at::Tensor run_consuming(at::Tensor local, const StepContext& step) const override {
+    return pooled_contiguous(kept(local, step));
   }
 
  private:
@@ -71,6 +70,17 @@ class LocalSlice final : public Transition {
     Slice slice{merged.local.sizes().vec(), std::move(positions.wanted), std::nullopt};
     if (merged.local.sizes() == local.sizes()) slice.box = box_of(slice.positions, local.sizes());
     return slice;
+  }
+
+  // The elements the calling rank keeps, laid out as its target shard: a view
+  // of `local` where one narrow per dim takes them (the common case, a Shard
+  // of Replicate, in one op: small slices are all fixed cost), else
+  // whatever gathering them gives.
+  static at::Tensor kept(const at::Tensor& local, const StepContext& step) {
+    const Slice& slice = step.derived<Slice>([&] { return make_slice(local, step); });
+    if (slice.box) return narrow_to(local, *slice.box);
+    return gather_positions(local.reshape(slice.merged_shape), slice.positions)
+        .reshape(step.my_target_layout().local_shape);
   }
 };
 

@@ -11,6 +11,7 @@
 //    and bxor, 1 for product) and idempotent ops (avg, max, min, band, bor)
 //    keep the value everywhere.
 #include <numeric>
+#include <optional>
 
 #include <ATen/ATen.h>
 
@@ -47,6 +48,13 @@ class PartialToReplicate final : public Transition {
     step.communicator()->all_reduce(pooled_contiguous(local), result,
                                     *step.source_placement().partial_op());
     return result;
+  }
+
+  // In place: the raw collective's cost, no output to allocate.
+  at::Tensor run_consuming(at::Tensor local, const StepContext& step) const override {
+    if (!local.is_contiguous()) return run(local, step);
+    step.communicator()->all_reduce(local, *step.source_placement().partial_op());
+    return local;
   }
 };
 
@@ -179,15 +187,31 @@ class ReplicateToPartial final : public Transition {
   }
 
   at::Tensor run(const at::Tensor& local, const StepContext& step) const override {
-    if (step.group_rank() == 0) return pooled_clone(local);
+    if (const std::optional<int> identity = identity_held(step)) {
+      return pooled_empty(local.sizes(), local.options()).fill_(*identity);
+    }
+    return pooled_clone(local);
+  }
+
+  at::Tensor run_consuming(at::Tensor local, const StepContext& step) const override {
+    if (!local.is_contiguous()) return run(local, step);
+    if (const std::optional<int> identity = identity_held(step)) local.fill_(*identity);
+    return local;
+  }
+
+ private:
+  // What the calling rank holds instead of the value, if anything: the
+  // target op's identity, except on coordinate 0 and for idempotent ops.
+  static std::optional<int> identity_held(const StepContext& step) {
+    if (step.group_rank() == 0) return std::nullopt;
     switch (*step.target_placement().partial_op()) {
       case ReduceOp::kSum:
       case ReduceOp::kBxor:
-        return pooled_empty(local.sizes(), local.options()).zero_();
+        return 0;
       case ReduceOp::kProduct:
-        return pooled_empty(local.sizes(), local.options()).fill_(1);
+        return 1;
       default:
-        return pooled_clone(local);
+        return std::nullopt;
     }
   }
 };

@@ -3,9 +3,9 @@
 // Any change on mesh dims whose group is a single rank (a dp=1 dim of a 2-D
 // mesh, a 1-rank mesh): that rank holds the same elements before and after,
 // and a Partial of one term is already the value, so nothing is
-// communicated. The elements are copied: a redistribute's result never
-// shares memory with its source. DTENSOR_SINGLE_RANK_COLLECTIVES=1 turns
-// this off (transition.h).
+// communicated. The elements are copied (a redistribute's result never
+// shares memory with its source) unless the source is given up. DTENSOR_SINGLE_RANK_COLLECTIVES=1
+// turns this off (transition.h).
 #include <ATen/ATen.h>
 
 #include <dtensor/base/buffer_pool.h>
@@ -37,6 +37,10 @@ class SingleRankGroup final : public Transition {
 
   at::Tensor run(const at::Tensor& local, const StepContext& /*step*/) const override {
     return pooled_clone(local);
+  }
+
+  at::Tensor run_consuming(at::Tensor local, const StepContext& /*step*/) const override {
+    return pooled_contiguous(local);
   }
 };
 
