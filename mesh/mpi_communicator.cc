@@ -482,32 +482,6 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
             "MPI_Waitall");
 }
 
-// The slices travel as parts of one exchange (strided ones in place), so
-// the S(0) -> S(1) re-shard sends straight from its input
-// (benchmarks/RESULTS.md at 390419a, session 6). Always: whether slices are
-// consecutive depends on each rank's shapes, and every rank must take the
-// same path.
-void MpiCommunicator::do_all_to_all_v_along(const at::Tensor& input,
-                                            const std::vector<int64_t>& send_sizes,
-                                            int64_t send_dim, at::Tensor& output,
-                                            const std::vector<int64_t>& recv_sizes,
-                                            int64_t recv_dim) {
-  do_exchange(slices_along(input, send_dim, send_sizes),
-              slices_along(output, recv_dim, recv_sizes));
-}
-
-// S(1) -> R: every rank's part goes straight into its strided place.
-void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
-                                            const std::vector<int64_t>& sizes_per_rank,
-                                            int64_t dim) {
-  // The output's shape is the same on every rank, so they all choose alike.
-  if (slices_are_consecutive(output, dim)) {
-    return Communicator::do_all_gather_v_along(input, output, sizes_per_rank,
-                                               dim);  // one MPI_Allgatherv
-  }
-  do_exchange(std::vector<at::Tensor>(size_, input), slices_along(output, dim, sizes_per_rank));
-}
-
 void MpiCommunicator::do_broadcast(at::Tensor& tensor, int root) {
   const int bytes = to_mpi_count(tensor.nbytes(), "MPI_Bcast", "bytes");
   check_mpi(MPI_Bcast(tensor.data_ptr(), bytes, MPI_BYTE, root, comm_), "MPI_Bcast");

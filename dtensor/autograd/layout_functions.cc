@@ -17,8 +17,8 @@ namespace {
 using torch::autograd::variable_list;
 
 // The shard of `impl` after `plan` (planned from its spec): the shard
-// itself, uncopied, when nothing moves.
-// With `consume`, the shard is the caller's to give (execute_plan_consuming).
+// itself, uncopied, when nothing moves; with `consume`, the steps may reuse
+// its memory, which the caller gives up (execute_plan_consuming).
 at::Tensor shard_after(const DTensorImpl& impl, const RedistributePlan& plan,
                        bool consume = false) {
   if (plan.steps.empty()) return impl.local();
@@ -83,17 +83,27 @@ void record(const at::Tensor& input, at::Tensor& output, const char* name,
   torch::autograd::set_history(output, node);
 }
 
-// redistribute_with_grad, consuming `tensor`'s shard or not.
+// `tensor` laid out as `target` (its shard consumed or not), the backward
+// recorded to bring the gradient to `grad_spec`, or, when null, to the
+// source's gradient spec. Only a given `grad_spec` is recorded when nothing
+// moves: on a new tensor sharing the shard and, as a view does, the version
+// counter, so an in-place change through either is seen by the backward of
+// whatever saved the other.
 at::Tensor redistribute_recorded(const at::Tensor& tensor, const DTensorSpecPtr& target,
-                                 bool consume) {
+                                 const DTensorSpecPtr& grad_spec, bool consume) {
   at::Tensor out;
   {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     out = redistribute_local(tensor, target, consume);
   }
-  if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) return tensor;
+  const DTensorImpl* impl = dtensor_impl(tensor);
+  if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+    if (!grad_spec) return tensor;
+    out = make_dtensor_tensor(impl->local(), impl->spec());
+    out.unsafeGetTensorImpl()->set_version_counter(tensor.unsafeGetTensorImpl()->version_counter());
+  }
   record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward,
-         gradient_spec(*dtensor_impl(tensor)->spec()));
+         grad_spec ? grad_spec : gradient_spec(*impl->spec()));
   return out;
 }
 
@@ -114,30 +124,17 @@ std::vector<PlacementPtr> gradient_placements(const std::vector<PlacementPtr>& p
 }
 
 at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target) {
-  return redistribute_recorded(tensor, target, /*consume=*/false);
+  return redistribute_recorded(tensor, target, /*grad_spec=*/nullptr, /*consume=*/false);
 }
 
-at::Tensor redistribute_consuming_with_grad(at::Tensor tensor, const DTensorSpecPtr& target) {
-  return redistribute_recorded(tensor, target, /*consume=*/true);
+at::Tensor redistribute_consuming_with_grad(const at::Tensor& tensor,
+                                            const DTensorSpecPtr& target) {
+  return redistribute_recorded(tensor, target, /*grad_spec=*/nullptr, /*consume=*/true);
 }
 
 at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target,
                                   const DTensorSpecPtr& grad_spec) {
-  at::Tensor out;
-  {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    out = redistribute_local(tensor, target, /*consume=*/false);
-  }
-  // A new tensor to record the backward on, sharing the shard and, as a view
-  // does, the version counter: an in-place change through either is seen by
-  // the backward of whatever saved the other.
-  if (out.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
-    const DTensorImpl* impl = dtensor_impl(tensor);
-    out = make_dtensor_tensor(impl->local(), impl->spec());
-    out.unsafeGetTensorImpl()->set_version_counter(tensor.unsafeGetTensorImpl()->version_counter());
-  }
-  record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward, grad_spec);
-  return out;
+  return redistribute_recorded(tensor, target, grad_spec, /*consume=*/false);
 }
 
 at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& grad_spec) {
