@@ -482,6 +482,24 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
             "MPI_Waitall");
 }
 
+// S(1) -> R. Small outputs: each rank's part goes straight into its strided
+// place (derived datatypes, no unpack). From kGatherPackedFrom bytes, one
+// MPI_Allgatherv into a pooled buffer and one unpack copy are faster: Open
+// MPI moves a strided datatype in pipelined fragments (redistribute_bench
+// S1_to_R, 4 ranks: 205 vs 290 us at 256 KiB, 0.73 vs 0.58 ms at 1 MiB,
+// 14.8 vs 9.2 ms at 16 MiB). The output's shape is the same on every rank,
+// so they all choose alike.
+void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                                            const std::vector<int64_t>& sizes_per_rank,
+                                            int64_t dim) {
+  constexpr int64_t kGatherPackedFrom = int64_t{512} << 10;
+  if (slices_are_consecutive(output, dim) ||
+      static_cast<int64_t>(output.nbytes()) >= kGatherPackedFrom) {
+    return Communicator::do_all_gather_v_along(input, output, sizes_per_rank, dim);
+  }
+  do_exchange(std::vector<at::Tensor>(size_, input), slices_along(output, dim, sizes_per_rank));
+}
+
 void MpiCommunicator::do_broadcast(at::Tensor& tensor, int root) {
   const int bytes = to_mpi_count(tensor.nbytes(), "MPI_Bcast", "bytes");
   check_mpi(MPI_Bcast(tensor.data_ptr(), bytes, MPI_BYTE, root, comm_), "MPI_Bcast");

@@ -6,13 +6,14 @@
 // An `MpiCommunicator` runs every collective of `Communicator` as the native
 // MPI collective (MPI_Allreduce, MPI_Allgatherv, MPI_Reduce_scatter_block,
 // MPI_Alltoallv, ...) straight on the tensors' memory, with no staging copy.
-// The along-dim forms keep Communicator's defaults: strided slices are packed
-// into (or received through) one pooled buffer around the contiguous
-// collective. Open MPI moves a contiguous message with one copy but a strided
-// datatype in pipelined fragments, so pack + collective is 1.3-2x faster from
-// 256 KiB (S(0) -> S(1) 1.9-2.2x the raw all_to_all instead of 2.6-4.6x;
-// benchmarks/RESULTS.md). `exchange`'s parts travel as point-to-point
-// messages whose derived datatypes describe the parts' strides.
+// `exchange`'s parts travel as point-to-point messages whose derived
+// datatypes describe the parts' strides, so MPI reads and writes them in
+// place. The along-dim forms pack strided slices into (or receive them
+// through) one pooled buffer around the contiguous collective instead,
+// except a small all_gather_v along a dim: Open MPI moves a contiguous
+// message with one copy but a strided datatype in pipelined fragments, and
+// from about 1 MiB the pack is 1.3-1.6x faster (S(0) -> S(1) at 16 MiB: 2.6
+// vs 4.4 ms).
 // Start the program under `mpirun` and take the world communicator:
 //
 //   auto world = dtensor::MpiCommunicator::world();  // or make_world_communicator("mpi")
@@ -106,6 +107,8 @@ class MpiCommunicator final : public Communicator {
                        at::Tensor& output, const std::vector<int64_t>& recv_numel) override;
   void do_exchange(const std::vector<at::Tensor>& send_parts,
                    const std::vector<at::Tensor>& recv_parts) override;
+  void do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
+                             const std::vector<int64_t>& sizes_per_rank, int64_t dim) override;
   void do_broadcast(at::Tensor& tensor, int root) override;
   void do_scatter(const at::Tensor& input, at::Tensor& output, int root) override;
   void do_send(const at::Tensor& tensor, int peer, int tag) override;

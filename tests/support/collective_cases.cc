@@ -2,6 +2,8 @@
 #include "tests/support/collective_cases.h"
 
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -202,13 +204,18 @@ void check_all_gather_v(Communicator& comm, c10::ScalarType dtype) {
 
 void check_all_gather_v_along(Communicator& comm, c10::ScalarType dtype) {
   const int n = comm.size();
-  for (int64_t dim : {0, 1, 2}) {
+  // Small outputs, and strided ones of at least 512 KiB in every dtype (MPI
+  // gathers those through a packed buffer, smaller ones in place).
+  const std::vector<std::pair<int64_t, std::vector<int64_t>>> cases = {
+      {0, {2, 3, 4}}, {1, {2, 3, 4}}, {2, {2, 3, 4}}, {1, {64, 3, 4096}}, {2, {64, 4096, 3}}};
+  for (const auto& [dim, base_shape] : cases) {
     // Uneven, with empty parts.
     const std::vector<int64_t> sizes = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
     SCOPED_TRACE(::testing::Message()
-                 << "all_gather_v along dim " << dim << " sizes " << c10::IntArrayRef(sizes));
-    const auto shape_for = [&](int64_t extent) {
-      std::vector<int64_t> shape{2, 3, 4};
+                 << "all_gather_v along dim " << dim << " of " << c10::IntArrayRef(base_shape)
+                 << ", sizes " << c10::IntArrayRef(sizes));
+    const auto shape_for = [&, dim = dim, base_shape = base_shape](int64_t extent) {
+      std::vector<int64_t> shape = base_shape;
       shape[dim] = extent;
       return shape;
     };
