@@ -81,11 +81,11 @@ class Communicator {
   // output.narrow(dim, sum of the sizes before r, sizes_per_rank[r]); the
   // other dims of input and output are equal. Gathering S(d) -> R this way
   // needs no transposes around the collective: local copies each part
-  // straight into place, MPI receives it there through a derived datatype,
-  // NCCL gathers contiguously and copies each part once. Its CUDA staging
-  // buffers come from the caching allocator; the default implementation's
-  // CPU ones (up to 64 MiB) are kept per thread and reused: a fresh one
-  // page-faults on every call.
+  // straight into place, MPI receives a small output there through a
+  // derived datatype and gathers a large one contiguously, NCCL gathers
+  // contiguously; a contiguous gather copies each part into place once. Its
+  // CUDA staging buffers come from the caching allocator, the CPU ones from
+  // the buffer pool (base/buffer_pool.h).
   void all_gather_v(const at::Tensor& input, at::Tensor& output,
                     absl::Span<const int64_t> sizes_per_rank, int64_t dim);
 
@@ -116,8 +116,8 @@ class Communicator {
   // q. What q sends p must have the shape of the place p receives it in
   // (the local backend checks this; elsewhere the element counts must agree
   // and are not checked). Re-sharding S(a) -> S(b) is send_dim b, recv_dim
-  // a: no pack or unpack copies on local and MPI (strided parts in place),
-  // one each at most on NCCL.
+  // a: no pack or unpack copies on local (strided parts in place), one each
+  // at most on MPI and NCCL.
   void all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_sizes, int64_t send_dim,
                     at::Tensor& output, absl::Span<const int64_t> recv_sizes, int64_t recv_dim);
 

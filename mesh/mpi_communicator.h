@@ -5,15 +5,16 @@
 //
 // An `MpiCommunicator` runs every collective of `Communicator` as the native
 // MPI collective (MPI_Allreduce, MPI_Allgatherv, MPI_Reduce_scatter_block,
-// MPI_Alltoallv, ...) straight on the tensors' memory, with no staging copy.
-// `exchange`'s parts travel as point-to-point messages whose derived
-// datatypes describe the parts' strides, so MPI reads and writes them in
-// place. The along-dim forms pack strided slices into (or receive them
-// through) one pooled buffer around the contiguous collective instead,
-// except a small all_gather_v along a dim: Open MPI moves a contiguous
-// message with one copy but a strided datatype in pipelined fragments, and
-// from about 1 MiB the pack is 1.3-1.6x faster (S(0) -> S(1) at 16 MiB: 2.6
-// vs 4.4 ms).
+// MPI_Alltoallv, ...) straight on contiguous tensors' memory, with no
+// staging copy. `exchange`'s parts travel as point-to-point messages whose
+// derived datatypes describe the parts' strides, so MPI reads and writes
+// them in place. The along-dim forms instead pack strided slices into (or
+// receive them through) one pooled buffer around the contiguous collective,
+// except an all_gather_v along a dim of less than 512 KiB: Open MPI moves a
+// contiguous message with one copy but a strided datatype in pipelined
+// fragments, so the packed form is faster from there on (4 ranks on 2
+// cores: S(0) -> S(1) 2.6 vs 4.4 ms at 16 MiB, 52 vs 78 ms at 256 MiB; S(1)
+// -> R 0.58 vs 0.77 ms at 1 MiB, but 290 vs 205 us at 256 KiB).
 // Start the program under `mpirun` and take the world communicator:
 //
 //   auto world = dtensor::MpiCommunicator::world();  // or make_world_communicator("mpi")
@@ -37,11 +38,16 @@
 // size() locally.
 //
 // Limits: MPI counts are `int`. Reductions count elements; data movement
-// counts bytes, and the byte displacements of the `_v` variants reach the end
-// of the buffer, so all_gather_v and all_to_all_v buffers and every per-rank
-// piece must stay under 2 GiB. Exceeding it throws dtensor::Error before
-// anything is sent. MPI failures throw dtensor::Error with MPI's message
-// (communicators made here use MPI_ERRORS_RETURN).
+// counts bytes, so a piece of all_gather, scatter or broadcast, a message of
+// all_to_all and a part of exchange must stay under 2 GiB. The `_v`
+// variants (and the along-dim forms, which run on them) count a buffer past
+// 2 GiB in the largest unit that divides each rank's part
+// (mpi_internal::packed_layout), so they take it while every count and
+// displacement in that unit fits in an int. A rank that finds a limit
+// exceeded throws dtensor::Error before it sends anything; ranks whose own
+// sizes fit cannot know and wait in the collective. MPI failures throw
+// dtensor::Error with MPI's message (communicators made here use
+// MPI_ERRORS_RETURN).
 //
 // Thread safety: distinct communicators may be used from distinct threads
 // when MPI provides MPI_THREAD_MULTIPLE (`MpiCommunicator::thread_level()`);
@@ -137,6 +143,23 @@ namespace mpi_internal {
 // `value` as an MPI count; throws dtensor::Error naming `call` and `what`
 // when it does not fit in an int.
 int to_mpi_count(int64_t value, std::string_view call, std::string_view what);
+
+// The counts and displacements of a packed `_v` buffer (rank p's part:
+// `numel_per_rank[p]` elements of `element_size` bytes, parts one after
+// another) as MPI takes them: ints, in units of `unit` bytes. The unit is
+// one byte while the whole buffer's bytes fit in an int, else the largest
+// that divides every part's bytes, so a buffer past 2 GiB goes through
+// while its counts in that unit fit (else throws naming `call`). Every rank
+// may choose its own unit: MPI matches messages by their sequence of bytes,
+// whatever datatype each side names, so no rank needs to know another's
+// sizes.
+struct PackedLayout {
+  int64_t unit = 1;
+  std::vector<int> counts;
+  std::vector<int> displacements;
+};
+PackedLayout packed_layout(const std::vector<int64_t>& numel_per_rank, int64_t element_size,
+                           std::string_view call);
 
 }  // namespace mpi_internal
 }  // namespace dtensor

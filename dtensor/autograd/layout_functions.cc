@@ -134,6 +134,8 @@ at::Tensor redistribute_consuming_with_grad(const at::Tensor& tensor,
 
 at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target,
                                   const DTensorSpecPtr& grad_spec) {
+  DTENSOR_CHECK(grad_spec != nullptr,
+                "redistribute_with_grad: grad_spec: expected a spec, found null");
   return redistribute_recorded(tensor, target, grad_spec, /*consume=*/false);
 }
 

@@ -29,8 +29,9 @@ at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr
 // it and to its shard's memory (DTensor::redistribute on an rvalue checks):
 // the steps may reuse that memory (execute_plan_consuming).
 at::Tensor redistribute_consuming_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target);
-// The same as the first, with the gradient brought to `grad_spec`; the backward is
-// recorded even when `target` is the tensor's own layout.
+// The same as the first, with the gradient brought to `grad_spec` (not
+// null); the backward is recorded even when `target` is the tensor's own
+// layout.
 at::Tensor redistribute_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& target,
                                   const DTensorSpecPtr& grad_spec);
 

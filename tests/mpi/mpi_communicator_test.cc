@@ -7,6 +7,7 @@
 #include <dtensor/mesh/mpi_communicator.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -409,6 +410,59 @@ TEST(MpiCommunicatorTest, CountGuardNamesCallCountAndLimit) {
   DTENSOR_EXPECT_ERROR(mpi_internal::to_mpi_count(too_many, "MPI_Allgather", "bytes of one rank"),
                        "MPI_Allgather: bytes of one rank: expected at most 2147483647 (MPI "
                        "counts are int), found 2147483648");
+}
+
+TEST(MpiCommunicatorTest, PackedLayoutCountsBytesUpTo2GiB) {
+  const mpi_internal::PackedLayout layout = mpi_internal::packed_layout({3, 0, 5}, 4, "call");
+  EXPECT_EQ(layout.unit, 1);
+  EXPECT_EQ(layout.counts, (std::vector<int>{12, 0, 20}));
+  EXPECT_EQ(layout.displacements, (std::vector<int>{0, 12, 12}));
+  EXPECT_EQ(mpi_internal::packed_layout({0, 0}, 8, "call").unit, 1);
+}
+
+TEST(MpiCommunicatorTest, PackedLayoutPast2GiBCountsInTheLargestCommonUnit) {
+  // Parts of 2 GiB, 0, 1.5 GiB and 2 GiB + 4 KiB of float32: units of 4 KiB.
+  const int64_t gib = int64_t{1} << 30;
+  const mpi_internal::PackedLayout layout =
+      mpi_internal::packed_layout({gib / 2, 0, 3 * gib / 8, gib / 2 + 1024}, 4, "MPI_Alltoallv");
+  EXPECT_EQ(layout.unit, 4096);
+  const int units_per_gib = static_cast<int>(gib / 4096);
+  EXPECT_EQ(layout.counts,
+            (std::vector<int>{2 * units_per_gib, 0, 3 * units_per_gib / 2, 2 * units_per_gib + 1}));
+  EXPECT_EQ(layout.displacements,
+            (std::vector<int>{0, 2 * units_per_gib, 2 * units_per_gib, 7 * units_per_gib / 2}));
+  // Parts with no common unit above a byte cannot be counted past 2 GiB.
+  DTENSOR_EXPECT_ERROR(mpi_internal::packed_layout({2 * gib + 1, 1}, 1, "MPI_Alltoallv"),
+                       "MPI_Alltoallv: bytes of one rank: expected at most 2147483647 (MPI "
+                       "counts are int), found 2147483649");
+}
+
+// A real exchange past 2 GiB per rank (each side of two ranks in its own
+// unit). It needs about 12 GiB of memory, so it runs only when asked:
+//   DTENSOR_LARGE_MPI_TESTS=1 mpirun -np 2 tests/mpi/dtensor_mpi_tests
+//       --gtest_filter='*Past2GiB*'
+TEST(MpiCommunicatorTest, AllToAllVPast2GiBPerRank) {
+  if (std::getenv("DTENSOR_LARGE_MPI_TESTS") == nullptr) {
+    GTEST_SKIP() << "set DTENSOR_LARGE_MPI_TESTS=1 to run (needs ~12 GiB of memory)";
+  }
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  const std::shared_ptr<Communicator> pair =
+      world().split(world().rank() < 2 ? 0 : -1, world().rank());
+  if (pair == nullptr) return;
+  const int me = pair->rank();
+  // Rank r sends rank 0 2 GiB + 4 KiB * (r + 1) bytes, rank 1 4 KiB: rank 0
+  // receives past 2 GiB, and each side's counts need a unit above a byte.
+  const auto to_rank0 = [](int rank) { return (int64_t{2} << 30) + 4096 * (rank + 1); };
+  const int64_t to_rank1 = 4096;
+  at::Tensor input = at::empty({to_rank0(me) + to_rank1}, at::kByte);
+  input.narrow(0, 0, to_rank0(me)).fill_(10 * me);
+  input.narrow(0, to_rank0(me), to_rank1).fill_(10 * me + 1);
+  const std::vector<int64_t> received =
+      me == 0 ? std::vector<int64_t>{to_rank0(0), to_rank0(1)} : std::vector<int64_t>{4096, 4096};
+  at::Tensor output = at::empty({received[0] + received[1]}, at::kByte);
+  pair->all_to_all_v(input, {to_rank0(me), to_rank1}, output, received);
+  EXPECT_TRUE(at::all(output.narrow(0, 0, received[0]) == me).item<bool>());
+  EXPECT_TRUE(at::all(output.narrow(0, received[0], received[1]) == 10 + me).item<bool>());
 }
 
 // ---- The shared, backend-agnostic cases ----------------------------------

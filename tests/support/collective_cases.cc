@@ -204,8 +204,9 @@ void check_all_gather_v(Communicator& comm, c10::ScalarType dtype) {
 
 void check_all_gather_v_along(Communicator& comm, c10::ScalarType dtype) {
   const int n = comm.size();
-  // Small outputs, and strided ones of at least 512 KiB in every dtype (MPI
-  // gathers those through a packed buffer, smaller ones in place).
+  // Small outputs, and strided ones of at least 512 KiB in every dtype on 3
+  // or more ranks (MPI gathers those through a packed buffer, smaller ones
+  // in place).
   const std::vector<std::pair<int64_t, std::vector<int64_t>>> cases = {
       {0, {2, 3, 4}}, {1, {2, 3, 4}}, {2, {2, 3, 4}}, {1, {64, 3, 4096}}, {2, {64, 4096, 3}}};
   for (const auto& [dim, base_shape] : cases) {
@@ -214,7 +215,7 @@ void check_all_gather_v_along(Communicator& comm, c10::ScalarType dtype) {
     SCOPED_TRACE(::testing::Message()
                  << "all_gather_v along dim " << dim << " of " << c10::IntArrayRef(base_shape)
                  << ", sizes " << c10::IntArrayRef(sizes));
-    const auto shape_for = [&, dim = dim, base_shape = base_shape](int64_t extent) {
+    const auto shape_for = [&, dim = dim, &base_shape = base_shape](int64_t extent) {
       std::vector<int64_t> shape = base_shape;
       shape[dim] = extent;
       return shape;
