@@ -69,46 +69,6 @@ void check_mpi(int code, const char* call) {
                 mpi_error_string(code), ")");
 }
 
-// An MPI datatype for one tensor part's elements where they lie, whatever
-// its strides: the contiguous innermost run as bytes, then one hvector per
-// outer dim. Freed with the object.
-class PartType {
- public:
-  explicit PartType(const at::Tensor& part) {
-    const int64_t element = part.element_size();
-    int64_t run = element;  // bytes of the contiguous innermost run
-    int64_t d = part.dim() - 1;
-    for (; d >= 0 && (part.size(d) == 1 || part.stride(d) * element == run); --d) {
-      run *= part.size(d);
-    }
-    check_mpi(
-        MPI_Type_contiguous(to_mpi_count(run, "MPI_Type_contiguous", "bytes"), MPI_BYTE, &type_),
-        "MPI_Type_contiguous");
-    for (; d >= 0; --d) {
-      if (part.size(d) == 1) continue;
-      MPI_Datatype outer = MPI_DATATYPE_NULL;
-      check_mpi(
-          MPI_Type_create_hvector(to_mpi_count(part.size(d), "MPI_Type_create_hvector", "slices"),
-                                  1, part.stride(d) * element, type_, &outer),
-          "MPI_Type_create_hvector");
-      MPI_Type_free(&type_);
-      type_ = outer;
-    }
-    check_mpi(MPI_Type_commit(&type_), "MPI_Type_commit");
-  }
-  PartType(PartType&& other) noexcept : type_(std::exchange(other.type_, MPI_DATATYPE_NULL)) {}
-  PartType(const PartType&) = delete;
-  PartType& operator=(const PartType&) = delete;
-  PartType& operator=(PartType&&) = delete;
-  ~PartType() {
-    if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
-  }
-  MPI_Datatype type() const { return type_; }
-
- private:
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
-};
-
 bool mpi_finalized() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -166,30 +126,69 @@ std::vector<int> to_mpi_counts(const std::vector<int64_t>& values, const char* c
   return counts;
 }
 
-// MPI_BYTE, or for a larger unit a contiguous datatype of that many bytes,
-// freed with the object.
-class UnitType {
+// A committed MPI datatype, freed with the object; MPI_BYTE, predefined,
+// is held but never freed.
+class Datatype {
  public:
-  explicit UnitType(int64_t unit) {
-    if (unit == 1) return;
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    check_mpi(
-        MPI_Type_contiguous(to_mpi_count(unit, "MPI_Type_contiguous", "bytes"), MPI_BYTE, &type),
-        "MPI_Type_contiguous");
-    const int committed = MPI_Type_commit(&type);
-    if (committed != MPI_SUCCESS) MPI_Type_free(&type);
-    check_mpi(committed, "MPI_Type_commit");
-    owned_ = type;
+  // Bytes counted in units of `unit` bytes: MPI_BYTE for one, else a
+  // contiguous datatype of `unit` bytes.
+  static Datatype unit_of(int64_t unit) {
+    return unit == 1 ? Datatype(MPI_BYTE) : committed(contiguous_bytes(unit));
   }
-  UnitType(const UnitType&) = delete;
-  UnitType& operator=(const UnitType&) = delete;
-  ~UnitType() {
-    if (owned_ != MPI_DATATYPE_NULL) MPI_Type_free(&owned_);
+
+  // One tensor part's elements where they lie, whatever its strides: the
+  // contiguous innermost run as bytes, then one hvector per outer dim.
+  static Datatype part_of(const at::Tensor& part) {
+    const int64_t element = part.element_size();
+    int64_t run = element;  // bytes of the contiguous innermost run
+    int64_t d = part.dim() - 1;
+    for (; d >= 0 && (part.size(d) == 1 || part.stride(d) * element == run); --d) {
+      run *= part.size(d);
+    }
+    MPI_Datatype type = contiguous_bytes(run);
+    for (; d >= 0; --d) {
+      if (part.size(d) == 1) continue;
+      MPI_Datatype outer = MPI_DATATYPE_NULL;
+      check_mpi(
+          MPI_Type_create_hvector(to_mpi_count(part.size(d), "MPI_Type_create_hvector", "slices"),
+                                  1, part.stride(d) * element, type, &outer),
+          "MPI_Type_create_hvector");
+      MPI_Type_free(&type);
+      type = outer;
+    }
+    return committed(type);
   }
-  MPI_Datatype type() const { return owned_ == MPI_DATATYPE_NULL ? MPI_BYTE : owned_; }
+
+  Datatype(Datatype&& other) noexcept : type_(std::exchange(other.type_, MPI_BYTE)) {}
+  Datatype(const Datatype&) = delete;
+  Datatype& operator=(const Datatype&) = delete;
+  Datatype& operator=(Datatype&&) = delete;
+  ~Datatype() {
+    if (type_ != MPI_BYTE) MPI_Type_free(&type_);
+  }
+  MPI_Datatype type() const { return type_; }
 
  private:
-  MPI_Datatype owned_ = MPI_DATATYPE_NULL;
+  explicit Datatype(MPI_Datatype type) : type_(type) {}
+
+  // An uncommitted datatype of `bytes` consecutive bytes.
+  static MPI_Datatype contiguous_bytes(int64_t bytes) {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    check_mpi(
+        MPI_Type_contiguous(to_mpi_count(bytes, "MPI_Type_contiguous", "bytes"), MPI_BYTE, &type),
+        "MPI_Type_contiguous");
+    return type;
+  }
+
+  // `type` committed and owned; freed before the throw when committing fails.
+  static Datatype committed(MPI_Datatype type) {
+    const int code = MPI_Type_commit(&type);
+    if (code != MPI_SUCCESS) MPI_Type_free(&type);
+    check_mpi(code, "MPI_Type_commit");
+    return Datatype(type);
+  }
+
+  MPI_Datatype type_;
 };
 
 // ---- Reductions -----------------------------------------------------------
@@ -429,7 +428,7 @@ void MpiCommunicator::do_all_gather_v(const at::Tensor& input, at::Tensor& outpu
                                       const std::vector<int64_t>& numel_per_rank) {
   const PackedLayout layout =
       packed_layout(numel_per_rank, output.element_size(), "MPI_Allgatherv");
-  const UnitType unit(layout.unit);
+  const Datatype unit = Datatype::unit_of(layout.unit);
   char* out = bytes_of(output);
   check_mpi(MPI_Allgatherv(send_buffer(input, out + layout.displacements[rank_] * layout.unit),
                            layout.counts[rank_], unit.type(), out, layout.counts.data(),
@@ -451,8 +450,8 @@ void MpiCommunicator::do_all_to_all_v(const at::Tensor& input,
   // Each side counts in its own unit: MPI matches messages by their bytes.
   const PackedLayout send = packed_layout(send_numel, input.element_size(), "MPI_Alltoallv");
   const PackedLayout recv = packed_layout(recv_numel, output.element_size(), "MPI_Alltoallv");
-  const UnitType send_unit(send.unit);
-  const UnitType recv_unit(recv.unit);
+  const Datatype send_unit = Datatype::unit_of(send.unit);
+  const Datatype recv_unit = Datatype::unit_of(recv.unit);
   check_mpi(MPI_Alltoallv(input.data_ptr(), send.counts.data(), send.displacements.data(),
                           send_unit.type(), output.data_ptr(), recv.counts.data(),
                           recv.displacements.data(), recv_unit.type(), comm_),
@@ -473,12 +472,12 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
                 " elements of its place (shape ", recv_parts[rank_].sizes(), "), found ",
                 own.numel(), " (shape ", own.sizes(), ")");
   std::vector<int> peers;  // of `types`: the receives, then the sends
-  std::vector<PartType> types;
+  std::vector<Datatype> types;
   types.reserve(2 * size_);
   const auto describe = [&](const std::vector<at::Tensor>& parts) {
     for (int p = 0; p < size_; ++p) {
       if (p == rank_ || parts[p].numel() == 0) continue;
-      types.emplace_back(parts[p]);
+      types.push_back(Datatype::part_of(parts[p]));
       peers.push_back(p);
     }
   };
