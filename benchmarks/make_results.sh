@@ -70,6 +70,8 @@ if [[ -d "${results}/gpu-logs" ]]; then
   for file in collective_bench_nccl.json redistribute_bench_nccl.json nvidia-smi.log torch.log; do
     cp "${results}/gpu-logs/${file}" benchmarks/nccl/
   done
+  rm -f benchmarks/nccl/fsdp_prefetch_nccl_rows*.json
+  cp "${results}"/gpu-logs/fsdp_prefetch_nccl_rows*.json benchmarks/nccl/
   git rev-parse --short HEAD > benchmarks/nccl/commit.txt
 fi
 
