@@ -170,8 +170,8 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
     layout.index_lists->blocks = std::move(*ranges);
     return layout;
   }
-  const LayoutIndices indices = restricted_indices(global_shape, mesh_shape, coordinate, normalized,
-                                                   layout.merged_leading_dims);
+  LayoutIndices indices = restricted_indices(global_shape, mesh_shape, coordinate, normalized,
+                                             layout.merged_leading_dims);
   const std::vector<int64_t> extents =
       LayoutIndices::extents(global_shape, layout.merged_leading_dims);
   layout.local_shape.reserve(indices.lists().size());
@@ -181,7 +181,7 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
     layout.global_offset.push_back(held.empty() ? extents[d] : held.front());
   }
-  layout.index_lists->lists = indices.lists();
+  layout.index_lists->lists = indices.release_lists();
   layout.index_lists->made.store(true, std::memory_order_release);
   return layout;
 }

@@ -35,6 +35,7 @@
 #include <string>
 #include <type_traits>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include <dtensor/mesh/reduce_op.h>
@@ -65,6 +66,8 @@ class LayoutIndices {
   std::vector<int64_t>& rows() { return lists_[0]; }
   // One list per dim of the local tensor.
   const std::vector<std::vector<int64_t>>& lists() const { return lists_; }
+  // The lists, moved out (this LayoutIndices is left without them).
+  std::vector<std::vector<int64_t>> release_lists() { return std::move(lists_); }
 
  private:
   int64_t list_of(int64_t dim) const;

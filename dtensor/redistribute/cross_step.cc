@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <dtensor/mesh/device_mesh.h>
+#include "absl/container/flat_hash_set.h"
 
 namespace dtensor::redistribute_internal {
 namespace {
@@ -199,6 +200,11 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
   GroupExchange exchange;
   std::vector<int64_t> sent(ranks, 0), sent_to(ranks, 0);
   std::vector<const Box*> holders;  // per rank: the members holding some of what it wants
+  // The groups and wanted layouts (by sharer) found covered exactly: ranks
+  // of one group that want alike get one verdict, since the check of
+  // disjoint pieces costs the square of the holders (all ranks gathering
+  // everything over the whole mesh want alike).
+  absl::flat_hash_set<std::pair<int64_t, int64_t>> exact;
   for (int64_t rank = 0; rank < ranks; ++rank) {
     const std::optional<Box>& wanted = to.box(rank);
     if (!wanted) return std::nullopt;
@@ -221,8 +227,12 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
       }
       holders.push_back(&*held);
     }
-    if (covered != to.layout(rank).local_numel() || !pieces_disjoint(holders, *wanted)) {
-      return std::nullopt;
+    const std::pair<int64_t, int64_t> group_and_wanted(leader, to.sharer(rank));
+    if (!exact.contains(group_and_wanted)) {
+      if (covered != to.layout(rank).local_numel() || !pieces_disjoint(holders, *wanted)) {
+        return std::nullopt;
+      }
+      exact.insert(group_and_wanted);
     }
     exchange.max_bytes = std::max(exchange.max_bytes, received);
     exchange.max_own_bytes = std::max(exchange.max_own_bytes, own);

@@ -38,6 +38,8 @@ class RankLayouts {
   const LocalLayout& layout(int64_t rank) const;
   // Its index lists as runs; nullopt when the layout merges leading dims.
   const std::optional<Box>& box(int64_t rank) const;
+  // The rank whose layout `rank` shares: ranks of one sharer hold alike.
+  int64_t sharer(int64_t rank) const { return sharer_[rank]; }
 
  private:
   DTensorSpecPtr spec_;

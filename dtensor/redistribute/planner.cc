@@ -164,6 +164,40 @@ double cheapest_step_cost(const CollectiveCosts& costs) {
   return std::min(local, collective);
 }
 
+// Whether every registered transition that may change a placement other
+// than Replicate on a group of more than one rank communicates. Kept per
+// thread until the transitions change.
+bool non_replicated_changes_communicate() {
+  thread_local uint64_t generation = ~uint64_t{0};
+  thread_local bool communicate = false;
+  if (generation != transitions().generation()) {
+    generation = transitions().generation();
+    communicate = true;
+    for (const std::string& key : transitions().keys()) {
+      const auto registered = transitions().find(key);
+      if (registered == nullptr) continue;  // removed since keys()
+      for (const std::shared_ptr<const Transition>& transition : *registered) {
+        communicate = communicate && !transition->may_change_non_replicated_locally();
+      }
+    }
+  }
+  return communicate;
+}
+
+// A floor under the price of every step that communicates: a collective
+// moving no bytes (the all-to-all factor only scales bytes), when bytes
+// only add to a price and the latency is a number >= 0; and only while
+// changes of placements other than Replicate on groups of more than one
+// rank always communicate. 0 (no floor) otherwise.
+double collective_step_floor(const CollectiveCosts& costs) {
+  if (!(costs.bytes_per_us > 0) || !(costs.all_to_all_factor >= 0) ||
+      !non_replicated_changes_communicate()) {
+    return 0;
+  }
+  const double latency = step_cost(StepKind::kCollective, 0, 0, costs);
+  return latency >= 0 && std::isfinite(latency) ? latency : 0;
+}
+
 // What a search state holds at one mesh dim. Every state the search reaches
 // holds, at each mesh dim, Replicate, the source's placement or the
 // target's (candidates() offers nothing else), so a state is a number: one
@@ -203,6 +237,7 @@ class Planner {
         target_(target),
         costs_(source.mesh().collective_costs()),
         cheapest_step_(cheapest_step_cost(costs_)),
+        collective_floor_(collective_step_floor(costs_)),
         origin_(source.mesh().ndim(), 0) {
     const Placements& from = source_.placements();
     const Placements& to = target_.placements();
@@ -220,19 +255,24 @@ class Planner {
   }
 
   RedistributePlan plan() {
+    // A* (Dijkstra when there is no bound): the frontier is ordered by the
+    // cost so far plus bound_to_goal, which never overestimates what is left
+    // and drops by at most a step's cost along any step, so the first goal
+    // taken off the frontier is reached by a cheapest plan.
     struct Entry {
+      double estimate;  // cost + bound_to_goal
       double cost;
       int64_t steps;
       int64_t state;
       bool operator>(const Entry& other) const {
-        return cost != other.cost ? cost > other.cost : steps > other.steps;
+        return estimate != other.estimate ? estimate > other.estimate : steps > other.steps;
       }
     };
     const int64_t goal = code_of(kTarget);
     start_ = state_index(code_of(kSource), std::make_shared<const DTensorSpec>(source_));
     states_[start_].cost = 0;
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> frontier;
-    frontier.push({0, 0, start_});
+    frontier.push({0, 0, 0, start_});
     while (!frontier.empty()) {
       const Entry entry = frontier.top();
       frontier.pop();
@@ -245,7 +285,7 @@ class Planner {
         reached.cost = cost;
         reached.previous = entry.state;
         reached.step = std::move(step);
-        frontier.push({cost, entry.steps + 1, next});
+        frontier.push({cost + bound_to_goal(reached.code), cost, entry.steps + 1, next});
       }
     }
     DTENSOR_CHECK(false, "redistribute: expected a way from ", source_.to_string(), " to ",
@@ -316,6 +356,35 @@ class Planner {
     if (it == index_of_.end()) return false;
     const std::optional<double>& reached = states_[it->second].cost;
     return reached && !(*states_[index].cost + cheapest_step_ < *reached);
+  }
+
+  // A lower bound on the cost from the state of `code` to the goal: a
+  // collective's latency for each placement other than Replicate that the
+  // state holds, on mesh dims of more than one rank, where the target holds
+  // another. Changing such a mesh dim communicates (collective_floor_'s
+  // condition), and one step changes mesh dims of one placement only (a
+  // cross step changes several, but only from the source, whose bound is
+  // never asked), so each step lowers the count by at most one: the bound
+  // is consistent, as A* needs. 0 where collective_floor_ is.
+  double bound_to_goal(int64_t code) const {
+    if (collective_floor_ == 0) return 0;
+    absl::InlinedVector<const Placement*, 4> to_change;
+    for (size_t m = 0; m < digits_.size(); ++m) {
+      const bool holds_source = code / weights_[m] % 3 == kSource;
+      // kSource is the digit of a source placement other than Replicate
+      // and other than the target's (the constructor spells those with the
+      // other digits).
+      if (!holds_source || digits_[m][kSource] != kSource || digits_[m][kTarget] == kSource ||
+          source_.mesh().size(static_cast<int64_t>(m)) == 1) {
+        continue;
+      }
+      const Placement& held = *source_.placements()[m];
+      if (std::none_of(to_change.begin(), to_change.end(),
+                       [&](const Placement* p) { return *p == held; })) {
+        to_change.push_back(&held);
+      }
+    }
+    return static_cast<double>(to_change.size()) * collective_floor_;
   }
 
   // Every rank's layout of `state`, made when a check first needs one.
@@ -478,6 +547,8 @@ class Planner {
   // The mesh's cost model, read once: the floor and every price agree.
   const CollectiveCosts costs_;
   const double cheapest_step_;
+  // What any step that communicates costs at least (bound_to_goal), or 0.
+  const double collective_floor_;
   // Coordinate 0 of the mesh, where every step is seen from (make_step).
   const std::vector<int64_t> origin_;
   // Per mesh dim, the digit of Replicate, the source's and the target's

@@ -16,9 +16,13 @@
 // target over one run of mesh dims while others change too, when each
 // rank's group there holds exactly what the rank needs: [R,S(0)] -> [S(0),R]
 // is one exchange inside the mesh-dim-1 groups (half the bytes of a gather,
-// and no slice). Plans are cached per (source spec, target placements) on
-// each rank, in a bounded cache that drops the least recently used plan, and
-// every plan can be printed.
+// and no slice). The search is A*: it counts a collective's latency for
+// each sharded or Partial mesh dim still to change, a bound that holds while
+// every registered transition making such a change communicates
+// (Transition::may_change_non_replicated_locally), so it prices fewer steps
+// and still finds a cheapest plan. Plans are cached per (source spec,
+// target placements) on each rank, in a bounded cache that drops the least
+// recently used plan, and every plan can be printed.
 //
 //   const dtensor::RedistributePlanPtr plan = dtensor::plan_redistribute(source, target);
 //   std::cout << plan->to_string();

@@ -124,6 +124,14 @@ class Transition {
   // only the group's mesh dims change, or change alike), so it may serve the
   // planner's cross steps, which also change mesh dims outside the group.
   virtual bool reads_layouts_only() const { return false; }
+  // Whether it may serve, without communicating, a step that changes a
+  // placement other than Replicate on a group of more than one rank. While
+  // no registered transition may, the planner's search counts a collective's
+  // latency for each such change still to make (an A* bound) and so prices
+  // fewer steps; one that may turns the bound off, never the plan's
+  // optimality. The default is the safe answer for a transition that does
+  // not communicate; override it where applies() rules such steps out.
+  virtual bool may_change_non_replicated_locally() const { return !communicates(); }
   // The calling rank's target local tensor (contiguous) from its source
   // one. `local` may have any strides (the shard of a transposed DTensor,
   // say): a transition whose collective needs a contiguous buffer makes one

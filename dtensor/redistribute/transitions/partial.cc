@@ -177,6 +177,8 @@ class PartialToBlocks final : public Transition {
 class ReplicateToPartial final : public Transition {
  public:
   std::string_view collective() const override { return "local"; }
+  // From Replicate only.
+  bool may_change_non_replicated_locally() const override { return false; }
 
   bool applies(const StepContext& step) const override {
     return step.source_placement().is_replicate() && step.target_placement().is_partial();

@@ -19,6 +19,8 @@ class SingleRankGroup final : public Transition {
   std::string_view collective() const override { return "local"; }
   // Ahead of every transition that would run a collective on the one rank.
   int priority() const override { return -100; }
+  // Groups of one rank only.
+  bool may_change_non_replicated_locally() const override { return false; }
 
   bool applies(const StepContext& step) const override {
     if (step.group_size() != 1 || single_rank_groups_communicate()) return false;
