@@ -181,7 +181,7 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
     layout.local_shape.push_back(static_cast<int64_t>(held.size()));
     layout.global_offset.push_back(held.empty() ? extents[d] : held.front());
   }
-  layout.index_lists->lists = indices.release_lists();
+  layout.index_lists->lists = std::move(indices).release_lists();
   layout.index_lists->made.store(true, std::memory_order_release);
   return layout;
 }

@@ -66,8 +66,9 @@ class LayoutIndices {
   std::vector<int64_t>& rows() { return lists_[0]; }
   // One list per dim of the local tensor.
   const std::vector<std::vector<int64_t>>& lists() const { return lists_; }
-  // The lists, moved out (this LayoutIndices is left without them).
-  std::vector<std::vector<int64_t>> release_lists() { return std::move(lists_); }
+  // The lists, moved out of a LayoutIndices that is done with:
+  // std::move(indices).release_lists().
+  std::vector<std::vector<int64_t>> release_lists() && { return std::move(lists_); }
 
  private:
   int64_t list_of(int64_t dim) const;

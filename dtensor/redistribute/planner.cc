@@ -185,17 +185,15 @@ bool non_replicated_changes_communicate() {
 }
 
 // A floor under the price of every step that communicates: a collective
-// moving no bytes (the all-to-all factor only scales bytes), when bytes
-// only add to a price and the latency is a number >= 0; and only while
-// changes of placements other than Replicate on groups of more than one
-// rank always communicate. 0 (no floor) otherwise.
+// moving no bytes (the all-to-all factor only scales bytes). Only where no
+// step costs less than nothing (cheapest_step_cost >= 0: bounded_dims_
+// leave the other steps out of the bound, which counts them as free) and
+// while changes of placements that do not replicate, on groups of more than
+// one rank, always communicate. 0 (no floor) otherwise.
 double collective_step_floor(const CollectiveCosts& costs) {
-  if (!(costs.bytes_per_us > 0) || !(costs.all_to_all_factor >= 0) ||
-      !non_replicated_changes_communicate()) {
-    return 0;
-  }
+  if (!(cheapest_step_cost(costs) >= 0) || !non_replicated_changes_communicate()) return 0;
   const double latency = step_cost(StepKind::kCollective, 0, 0, costs);
-  return latency >= 0 && std::isfinite(latency) ? latency : 0;
+  return std::isfinite(latency) ? latency : 0;
 }
 
 // What a search state holds at one mesh dim. Every state the search reaches
@@ -251,13 +249,20 @@ class Planner {
                                                         : kTarget;
       digits_.push_back({kReplicate, source_digit, target_digit});
       weights_.push_back(m == 0 ? 1 : weights_.back() * 3);
+      // is_replicate(), not equality with Replicate: a plugin's placement
+      // that says it replicates may be sliced locally.
+      if (!from[m]->is_replicate() && *to[m] != *from[m] &&
+          source.mesh().size(static_cast<int64_t>(m)) > 1) {
+        bounded_dims_.push_back(static_cast<int64_t>(m));
+      }
     }
   }
 
   RedistributePlan plan() {
     // A* (Dijkstra when there is no bound): the frontier is ordered by the
     // cost so far plus bound_to_goal, which never overestimates what is left
-    // and drops by at most a step's cost along any step, so the first goal
+    // and drops by at most a step's cost along every step but the cross
+    // steps (which only leave the source, taken first), so the first goal
     // taken off the frontier is reached by a cheapest plan.
     struct Entry {
       double estimate;  // cost + bound_to_goal
@@ -278,6 +283,7 @@ class Planner {
       frontier.pop();
       if (states_[entry.state].code == goal) return reconstruct(entry.state);
       if (entry.cost > *states_[entry.state].cost) continue;
+      ++expanded_;
       for (auto& [next, step] : expand(entry.state)) {
         const double cost = entry.cost + step.cost;
         State& reached = states_[next];
@@ -359,25 +365,17 @@ class Planner {
   }
 
   // A lower bound on the cost from the state of `code` to the goal: a
-  // collective's latency for each placement other than Replicate that the
-  // state holds, on mesh dims of more than one rank, where the target holds
-  // another. Changing such a mesh dim communicates (collective_floor_'s
-  // condition), and one step changes mesh dims of one placement only (a
-  // cross step changes several, but only from the source, whose bound is
-  // never asked), so each step lowers the count by at most one: the bound
-  // is consistent, as A* needs. 0 where collective_floor_ is.
+  // collective's latency for each distinct placement the state still holds
+  // from the source on bounded_dims_. Changing such a mesh dim communicates
+  // (collective_floor_'s condition), and one step changes mesh dims of one
+  // placement only (a cross step changes several, but only from the source,
+  // whose bound is never asked), so each step lowers the count by at most
+  // one: the bound is consistent, as A* needs. 0 where collective_floor_ is.
   double bound_to_goal(int64_t code) const {
     if (collective_floor_ == 0) return 0;
     absl::InlinedVector<const Placement*, 4> to_change;
-    for (size_t m = 0; m < digits_.size(); ++m) {
-      const bool holds_source = code / weights_[m] % 3 == kSource;
-      // kSource is the digit of a source placement other than Replicate
-      // and other than the target's (the constructor spells those with the
-      // other digits).
-      if (!holds_source || digits_[m][kSource] != kSource || digits_[m][kTarget] == kSource ||
-          source_.mesh().size(static_cast<int64_t>(m)) == 1) {
-        continue;
-      }
+    for (int64_t m : bounded_dims_) {
+      if (code / weights_[m] % 3 != kSource) continue;
       const Placement& held = *source_.placements()[m];
       if (std::none_of(to_change.begin(), to_change.end(),
                        [&](const Placement* p) { return *p == held; })) {
@@ -536,6 +534,7 @@ class Planner {
   RedistributePlan reconstruct(int64_t goal) {
     RedistributePlan plan;
     plan.total_cost = *states_[goal].cost;
+    plan.states_expanded = expanded_;
     for (int64_t index = goal; index != start_; index = states_[index].previous) {
       plan.steps.insert(plan.steps.begin(), states_[index].step);
     }
@@ -555,11 +554,15 @@ class Planner {
   // placement, and the digit's weight in a state's code.
   std::vector<std::array<int64_t, 3>> digits_;
   std::vector<int64_t> weights_;
+  // The mesh dims of more than one rank where the source holds a placement
+  // that does not replicate and the target another: what bound_to_goal counts.
+  std::vector<int64_t> bounded_dims_;
   // The states made so far (a deque: references to a state stay valid while
   // others are made), and each code's index among them.
   std::deque<State> states_;
   absl::flat_hash_map<int64_t, int64_t> index_of_;
   int64_t start_ = 0;
+  int64_t expanded_ = 0;
 };
 
 // Cache key: the source spec and the target placements as given. Lookups go

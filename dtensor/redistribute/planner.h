@@ -17,8 +17,9 @@
 // rank's group there holds exactly what the rank needs: [R,S(0)] -> [S(0),R]
 // is one exchange inside the mesh-dim-1 groups (half the bytes of a gather,
 // and no slice). The search is A*: it counts a collective's latency for
-// each sharded or Partial mesh dim still to change, a bound that holds while
-// every registered transition making such a change communicates
+// each distinct placement that does not replicate still to change on mesh
+// dims of more than one rank, a bound that holds while every registered
+// transition making such a change communicates
 // (Transition::may_change_non_replicated_locally), so it prices fewer steps
 // and still finds a cheapest plan. Plans are cached per (source spec,
 // target placements) on each rank, in a bounded cache that drops the least
@@ -56,6 +57,8 @@ struct RedistributePlan {
   // The spec after the last step (the source's when there is no step).
   DTensorSpecPtr target;
   double total_cost = 0;
+  // States the search expanded to find it: the planning work.
+  int64_t states_expanded = 0;
   // Steps that run a collective.
   int64_t collectives() const;
   // One line per step: "mesh dim 1: S(1) -> R  all_gather_v  4096 bytes  est 20.4 us",

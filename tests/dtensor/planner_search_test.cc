@@ -1,14 +1,18 @@
 // Copyright 2026 The dtensor Authors.
 //
 // The planner's search (dtensor/redistribute/planner.h): with its A* bound
-// (a collective's latency per sharded or partial mesh dim still to change)
-// it finds plans exactly as cheap as the plain shortest-path search, and a
-// registered transition that may make such a change without communicating
-// turns the bound off, so the search still finds the cheapest plan.
+// (a collective's latency per distinct placement that does not replicate
+// still to change) it finds plans exactly as cheap as the plain
+// shortest-path search while expanding fewer states, and a registered
+// transition that may make such a change without communicating turns the
+// bound off, so the search still finds the cheapest plan.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -54,20 +58,28 @@ class FreeGather final : public PlanOnlyLocal {
   }
 };
 
-// Registers `transition` under `key` for the scope (plans made before are
-// dropped: the registry's generation changes).
+// Registers `transition` under `key` for the scope; then the key holds what
+// it held before again. Plans made before are dropped either way (the
+// registry's generation changes).
 class ScopedTransition {
  public:
   ScopedTransition(std::string key, std::shared_ptr<const Transition> transition)
-      : key_(std::move(key)) {
+      : key_(std::move(key)), before_(transitions().find(key_)) {
     transitions().add(key_, std::move(transition));
   }
-  ~ScopedTransition() { transitions().remove(key_); }
+  ~ScopedTransition() {
+    transitions().remove(key_);
+    if (before_ == nullptr) return;
+    for (const std::shared_ptr<const Transition>& transition : *before_) {
+      transitions().add(key_, transition);
+    }
+  }
   ScopedTransition(const ScopedTransition&) = delete;
   ScopedTransition& operator=(const ScopedTransition&) = delete;
 
  private:
   std::string key_;
+  std::shared_ptr<const std::vector<std::shared_ptr<const Transition>>> before_;
 };
 
 struct PlacementPair {
@@ -92,48 +104,95 @@ std::vector<PlacementPair> random_pairs(int64_t mesh_ndim, int count, uint32_t s
   return pairs;
 }
 
-// Every pair's plan cost on `mesh_shape` (one entry per pair, -1 where no
-// plan exists), as rank 0 plans it (every rank plans, as in a redistribute).
-std::vector<double> plan_costs(const Shape& mesh_shape, const std::vector<PlacementPair>& pairs) {
+// What rank 0's plan of a pair costs and how many states its search
+// expanded; cost -1 where no plan exists.
+struct Planned {
+  double cost = -1;
+  int64_t states_expanded = 0;
+};
+
+// Every pair's plan on `mesh_shape` for a float tensor of `shape`, as rank 0
+// plans it (every rank plans, as in a redistribute).
+std::vector<Planned> plan_all(const Shape& mesh_shape, const Shape& shape,
+                              const std::vector<PlacementPair>& pairs) {
   int64_t ranks = 1;
   for (int64_t extent : mesh_shape) ranks *= extent;
-  std::vector<double> costs;
+  std::vector<Planned> planned;
   run_ranks(static_cast<int>(ranks), [&](int rank) {
     const DeviceMesh mesh(local_world(), mesh_shape);
     for (const PlacementPair& pair : pairs) {
-      double cost = -1;
+      Planned one;
       try {
-        const DTensorSpec source(mesh, parse_placements(pair.source), Shape{8, 6, 4}, at::kFloat);
-        cost = plan_redistribute(source, parse_placements(pair.target))->total_cost;
+        const DTensorSpec source(mesh, parse_placements(pair.source), shape, at::kFloat);
+        const RedistributePlanPtr plan = plan_redistribute(source, parse_placements(pair.target));
+        one = {plan->total_cost, plan->states_expanded};
       } catch (const Error&) {
       }
-      if (rank == 0) costs.push_back(cost);
+      if (rank == 0) planned.push_back(one);
     }
   });
+  return planned;
+}
+
+// The local backend's cost model, as a mesh of it reads it.
+CollectiveCosts local_costs() {
+  CollectiveCosts costs;
+  run_ranks(1, [&](int) { costs = DeviceMesh(local_world(), {1}).collective_costs(); });
   return costs;
 }
 
+// Registered under "*->*", a key every step's lookup reads.
+std::unique_ptr<ScopedTransition> unbounded_search() {
+  return std::make_unique<ScopedTransition>("*->*", std::make_shared<NeverApplies>());
+}
+
 TEST(PlannerSearchTest, BoundedSearchFindsPlansAsCheapAsThePlainSearch) {
-  for (const Shape& mesh_shape : {Shape{2, 2, 2}, Shape{2, 1, 2}, Shape{2, 2, 2, 2}}) {
+  struct Setting {
+    Shape mesh, tensor;
+  };
+  // Small tensors, where latency decides, and larger ones, where bytes do.
+  for (const Setting& setting : {Setting{{2, 2, 2}, {8, 6, 4}}, Setting{{2, 2, 2}, {96, 64, 40}},
+                                 Setting{{2, 1, 2}, {8, 6, 4}}, Setting{{2, 2, 2, 2}, {8, 6, 4}},
+                                 Setting{{2, 2, 2, 2}, {64, 48, 32}}}) {
     const std::vector<PlacementPair> pairs =
-        random_pairs(static_cast<int64_t>(mesh_shape.size()), 150, 17);
-    const std::vector<double> bounded = plan_costs(mesh_shape, pairs);
-    std::vector<double> plain;
+        random_pairs(static_cast<int64_t>(setting.mesh.size()), 100, 17);
+    const std::vector<Planned> bounded = plan_all(setting.mesh, setting.tensor, pairs);
+    std::vector<Planned> plain;
     {
-      const ScopedTransition unbounded("R->R", std::make_shared<NeverApplies>());
-      plain = plan_costs(mesh_shape, pairs);
+      const auto unbounded = unbounded_search();
+      plain = plan_all(setting.mesh, setting.tensor, pairs);
     }
     ASSERT_EQ(bounded.size(), pairs.size());
     ASSERT_EQ(plain.size(), pairs.size());
-    int64_t planned = 0;
+    int64_t planned = 0, expanded_bounded = 0, expanded_plain = 0;
     for (size_t i = 0; i < pairs.size(); ++i) {
       // Ties may pick another plan of the same cost, summed in another order.
-      EXPECT_NEAR(bounded[i], plain[i], 1e-9 * std::max(1.0, plain[i]))
-          << pairs[i].source << " -> " << pairs[i].target << " on mesh of " << mesh_shape.size()
+      EXPECT_NEAR(bounded[i].cost, plain[i].cost, 1e-9 * std::max(1.0, plain[i].cost))
+          << pairs[i].source << " -> " << pairs[i].target << " on a mesh of " << setting.mesh.size()
           << " dims";
-      planned += plain[i] >= 0 ? 1 : 0;
+      planned += plain[i].cost >= 0 ? 1 : 0;
+      expanded_bounded += bounded[i].states_expanded;
+      expanded_plain += plain[i].states_expanded;
     }
-    EXPECT_GT(planned, 100);  // most pairs have a plan: the comparison means something
+    EXPECT_GT(planned, 60);  // most pairs have a plan: the comparison means something
+    EXPECT_LT(expanded_bounded, expanded_plain);  // the bound was on, then off
+  }
+}
+
+// Plans of several collectives through states the bound prices: the same
+// cost, fewer states expanded.
+TEST(PlannerSearchTest, BoundedSearchExpandsFewerStatesOnMultiStepPlans) {
+  const std::vector<PlacementPair> pairs = {
+      {"S(0),S(1),S(2),S(3)", "S(3),S(2),S(1),S(0)"},
+      {"SS(0,2),S(0),R,S(1)", "R,S(1),S(0),S(2)"},
+  };
+  const Shape shape = {64, 48, 32, 16};
+  const std::vector<Planned> bounded = plan_all({2, 2, 2, 2}, shape, pairs);
+  const auto unbounded = unbounded_search();
+  const std::vector<Planned> plain = plan_all({2, 2, 2, 2}, shape, pairs);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_NEAR(bounded[i].cost, plain[i].cost, 1e-9 * plain[i].cost) << pairs[i].source;
+    EXPECT_LT(bounded[i].states_expanded, plain[i].states_expanded) << pairs[i].source;
   }
 }
 
@@ -142,12 +201,10 @@ TEST(PlannerSearchTest, BoundedSearchFindsPlansAsCheapAsThePlainSearch) {
 // would stop at the one exchange that reaches R,R,R at once.
 TEST(PlannerSearchTest, ALocalStepFromAShardTurnsTheBoundOff) {
   const std::vector<PlacementPair> pair = {{"S(0),S(1),S(2)", "R,R,R"}};
-  const double with_collectives = plan_costs({2, 2, 2}, pair)[0];
+  const CollectiveCosts costs = local_costs();
+  EXPECT_GT(plan_all({2, 2, 2}, {8, 6, 4}, pair)[0].cost, costs.latency_us);
   const ScopedTransition free_gather("S->R", std::make_shared<FreeGather>());
-  const double local_steps = plan_costs({2, 2, 2}, pair)[0];
-  const CollectiveCosts costs;  // the local backend's model: the defaults
-  EXPECT_DOUBLE_EQ(local_steps, 3 * costs.local_step_us);
-  EXPECT_GT(with_collectives, costs.latency_us);
+  EXPECT_DOUBLE_EQ(plan_all({2, 2, 2}, {8, 6, 4}, pair)[0].cost, 3 * costs.local_step_us);
 }
 
 }  // namespace

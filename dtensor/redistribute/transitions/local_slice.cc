@@ -27,7 +27,7 @@ using redistribute_internal::SharedPositions;
 class LocalSlice final : public Transition {
  public:
   std::string_view collective() const override { return "local"; }
-  // From Replicate only.
+  // From placements that replicate only (applies()).
   bool may_change_non_replicated_locally() const override { return false; }
 
   bool applies(const StepContext& step) const override {

@@ -177,7 +177,7 @@ class PartialToBlocks final : public Transition {
 class ReplicateToPartial final : public Transition {
  public:
   std::string_view collective() const override { return "local"; }
-  // From Replicate only.
+  // From placements that replicate only (applies()).
   bool may_change_non_replicated_locally() const override { return false; }
 
   bool applies(const StepContext& step) const override {
