@@ -276,8 +276,11 @@ void reshape_kernel(const c10::OperatorHandle&, torch::jit::Stack& stack,
   const at::Tensor local = stack[0].toTensor();
   const auto& shape = local_output_shape(context, 0, local.scalar_type());
   torch::jit::drop(stack, stack.size());
-  const bool viewable = local.layout() == at::kStrided &&
-                        at::detail::computeStride(local.sizes(), local.strides(), shape);
+  // A contiguous shard takes any shape of its size; the stride search is
+  // for the others (as long again as the view itself).
+  const bool viewable =
+      local.layout() == at::kStrided &&
+      (local.is_contiguous() || at::detail::computeStride(local.sizes(), local.strides(), shape));
   stack.push_back(viewable ? local.view(shape) : local.reshape(shape));
 }
 

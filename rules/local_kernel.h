@@ -29,6 +29,7 @@
 
 #include <dtensor/base/registry.h>
 #include <dtensor/rules/op_call.h>
+#include "absl/functional/function_ref.h"
 
 namespace dtensor {
 
@@ -36,11 +37,24 @@ struct Propagation;
 
 // What a local kernel knows: the call, and the layout chosen for it
 // (rules/propagation.h): each input's spec after redistribution, each
-// output's global shape and placements.
-struct LocalContext {
-  const OpCall& call;
-  const Propagation& propagation;
-  const DeviceMesh& mesh;
+// output's global shape and placements. Made by whoever runs the kernel.
+class LocalContext {
+ public:
+  // `call` returns the call, made on its first use: an op whose layout the
+  // propagation cache held has no call yet, and making one costs as long as
+  // the view op that many kernels run.
+  LocalContext(absl::FunctionRef<const OpCall&()> call, const Propagation& propagation,
+               const DeviceMesh& mesh)
+      : call_(call), propagation_(propagation), mesh_(mesh) {}
+
+  const OpCall& call() const { return call_(); }
+  const Propagation& propagation() const { return propagation_; }
+  const DeviceMesh& mesh() const { return mesh_; }
+
+ private:
+  absl::FunctionRef<const OpCall&()> call_;
+  const Propagation& propagation_;
+  const DeviceMesh& mesh_;
 };
 
 // Computes the op on local shards: `stack` holds the call's arguments with

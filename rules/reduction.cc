@@ -122,7 +122,7 @@ std::vector<ShardingRow> reduction_rows(const OpCall& call, const Reduction& r, 
 // libtorch 2.x's own mean does.
 void run_mean(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
               const LocalContext& context) {
-  const OpCall& call = context.call;
+  const OpCall& call = context.call();
   const std::vector<bool> reduced = reduced_dims(call, r);
   const c10::IValue& dtype_value = call.argument("dtype");
   const auto dtype = dtype_value.isNone()

@@ -88,6 +88,13 @@ void DTensorImpl::mark_copied_view(const at::TensorBase& source, std::string how
 }
 
 void DTensorImpl::inherit_copied_view(const DTensorImpl& other) {
+  // Most DTensors carry no mark (every view op's result asks): nothing to
+  // lock or copy then.
+  if (other.view_source_.expired()) {
+    view_source_.reset();
+    view_note_.clear();
+    return;
+  }
   // set_data(x.view(..)) on x itself would make x its own source.
   if (other.view_source_.lock().get() == this) return;
   view_source_ = other.view_source_;
@@ -229,15 +236,22 @@ namespace {
 // a meaningless stride on that rank, so only dims every rank holds more of
 // are ordered by their local strides (larger first, ties in dim order); the
 // others go before the first ordered dim that follows them in dim order.
-// Every rank then derives the same order from its own shard.
-std::vector<int64_t> memory_order(const at::Tensor& local,
-                                  const std::vector<int64_t>& min_local_sizes) {
-  std::vector<int64_t> order, unordered;
+// Every rank then derives the same order from its own shard. Small vectors
+// and an insertion sort, without allocating: a tensor has few dims, and
+// every wrap of a non-contiguous shard (a transpose's) comes here.
+c10::DimVector memory_order(const at::Tensor& local, const std::vector<int64_t>& min_local_sizes) {
+  c10::DimVector order, unordered;
+  const c10::IntArrayRef strides = local.strides();
   for (int64_t d = 0; d < local.dim(); ++d) {
-    (min_local_sizes[d] > 1 ? order : unordered).push_back(d);
+    if (min_local_sizes[d] <= 1) {
+      unordered.push_back(d);
+      continue;
+    }
+    // After every dim of a larger or equal stride: stable, ties in dim order.
+    auto at = std::find_if(order.begin(), order.end(),
+                           [&](int64_t o) { return strides[o] < strides[d]; });
+    order.insert(at, d);
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return local.stride(a) > local.stride(b); });
   for (int64_t d : unordered) {
     auto next = std::find_if(order.begin(), order.end(),
                              [&](int64_t o) { return min_local_sizes[o] > 1 && o > d; });
@@ -256,7 +270,7 @@ c10::DimVector global_strides_like(const at::Tensor& local,
   // the order below is the dims' own). An empty one may carry any strides.
   if (local.numel() > 0 && local.is_contiguous()) return c10::contiguous_strides(global_shape);
   const int64_t ndim = static_cast<int64_t>(global_shape.size());
-  const std::vector<int64_t> order = memory_order(local, min_local_sizes);
+  const c10::DimVector order = memory_order(local, min_local_sizes);
   c10::DimVector strides(ndim, 0);
   int64_t running = 1;
   for (int64_t i = ndim - 1; i >= 0; --i) {

@@ -134,6 +134,12 @@ std::optional<at::Tensor> reduce_through_view_origin(const at::Tensor& t,
 // Plain inputs count as Replicate: a rule may still want them split or
 // Partial, which a plan from Replicate gives without communication.
 at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
+  // Most inputs are laid out as the op wants already: the layer's own
+  // DTensor, whose spec equals (without being) the one the layout was
+  // chosen for.
+  if (const DTensorSpecPtr* spec = dtensor_spec_or_null(t); spec != nullptr && **spec == *target) {
+    return dtensor_impl(t)->local();
+  }
   const bool plain = !is_dtensor(t);
   if (plain && std::all_of(target->placements().begin(), target->placements().end(),
                            [](const PlacementPtr& p) { return p->is_replicate(); })) {
@@ -144,7 +150,6 @@ at::Tensor local_for(const at::Tensor& t, const DTensorSpecPtr& target) {
                   std::vector<PlacementPtr>(target->placements().size(), Replicate::make())))
             : dtensor_impl(t)->spec();
   const at::Tensor& local = plain ? t : dtensor_impl(t)->local();
-  if (source == target) return local;
   if (!plain) {
     if (const at::Tensor* form = dtensor_impl(t)->reduced_form(target->placements())) {
       return dtensor_impl(*form)->local();
@@ -353,12 +358,12 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
     propagation->decomposition(op, stack);
     return;
   }
-  if (propagation->local_kernel && !call) call.emplace(make_call(op, arguments, modes));
-  run_with_propagation(op, stack, *propagation, call ? &*call : nullptr);
+  run_with_propagation(op, stack, *propagation, call ? &*call : nullptr, modes);
 }
 
 void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                          const Propagation& propagation, const OpCall* call) {
+                          const Propagation& propagation, const OpCall* call,
+                          const DispatchModes& modes) {
   const size_t num_arguments = op.schema().arguments().size();
   // The arguments stay on the stack, uncopied, until the results replace them.
   const c10::ArrayRef<c10::IValue> arguments = torch::jit::last(stack, num_arguments);
@@ -367,8 +372,13 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
   torch::jit::Stack results = local_arguments(arguments, propagation);
   const DeviceMesh& mesh = propagation.input_targets.front()->mesh();
   if (propagation.local_kernel) {
-    DTENSOR_CHECK(call != nullptr, op_name_of(op), ": a custom local kernel needs the call");
-    propagation.local_kernel(op, results, LocalContext{*call, propagation, mesh});
+    std::optional<OpCall> made;  // when the kernel asks for a call it was not given
+    const auto call_on_first_use = [&]() -> const OpCall& {
+      if (call != nullptr) return *call;
+      if (!made) made.emplace(make_call(op, arguments, modes));
+      return *made;
+    };
+    propagation.local_kernel(op, results, LocalContext(call_on_first_use, propagation, mesh));
   } else {
     op.callBoxed(results);
   }

@@ -29,8 +29,10 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
 
 // Runs `op` on the DTensor arguments on `stack` with a given layout decision
 // (the second half of run_on_dtensors; the rule verifier's entry point).
-// `call` is needed when the propagation has a custom local kernel.
+// `call`, when given, is the one a custom local kernel reads; otherwise the
+// kernel's first read makes it from the arguments under `modes`.
 void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                          const Propagation& propagation, const OpCall* call);
+                          const Propagation& propagation, const OpCall* call,
+                          const DispatchModes& modes);
 
 }  // namespace dtensor

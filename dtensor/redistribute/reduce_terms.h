@@ -11,7 +11,7 @@
 // planned, cached, counted by CollectiveCounter and shown by explain like any
 // other redistribute.
 //
-//   at::Tensor total = dtensor::reduce_terms(part, context.mesh, {0}, dtensor::ReduceOp::kSum);
+//   at::Tensor total = dtensor::reduce_terms(part, context.mesh(), {0}, dtensor::ReduceOp::kSum);
 #pragma once
 
 #include <cstdint>

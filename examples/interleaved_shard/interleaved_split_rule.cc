@@ -87,8 +87,8 @@ std::optional<int64_t> interleave_of(const DTensorSpec& spec, int64_t dim) {
 // into `interleave` equal parts (the global split size would be wrong here).
 void split_local_blocks(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                         const LocalContext& context) {
-  const int64_t dim = split_dim(context.call);
-  const auto interleave = interleave_of(*context.propagation.input_targets[0], dim);
+  const int64_t dim = split_dim(context.call());
+  const auto interleave = interleave_of(*context.propagation().input_targets[0], dim);
   if (!interleave) {
     op.callBoxed(stack);  // any other row: the op itself is right
     return;

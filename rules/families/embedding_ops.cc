@@ -56,8 +56,8 @@ std::vector<ShardingRow> embedding_rows(const OpCall& call, int64_t m) {
 // Looks up only the rows this rank holds when the weight is split by rows.
 void embedding_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                       const LocalContext& context) {
-  const LocalLayout& layout = context.propagation.input_targets[0]->local_layout();
-  const int64_t vocab = context.call.input(0).spec->shape()[0];
+  const LocalLayout& layout = context.propagation().input_targets[0]->local_layout();
+  const int64_t vocab = context.call().input(0).spec->shape()[0];
   const int64_t rows = layout.local_shape[0];
   if (rows == vocab) {
     op.callBoxed(stack);
@@ -128,7 +128,7 @@ void backward_for_layout_kernel(const c10::OperatorHandle&, torch::jit::Stack& s
   const int64_t padding_idx = stack[3].toInt();
   const bool scale_grad_by_freq = stack[4].toBool();
   const LocalLayout& layout =
-      context.propagation.output_spec(0, grad.scalar_type(), context.mesh)->local_layout();
+      context.propagation().output_spec(0, grad.scalar_type(), context.mesh())->local_layout();
   const int64_t rows = layout.local_shape[0];
   at::Tensor result;
   if (rows == num_weights) {

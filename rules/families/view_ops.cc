@@ -139,7 +139,7 @@ LocalKernel squeeze_kernel(bool in_place) {
   return [in_place](const c10::OperatorHandle&, torch::jit::Stack& stack,
                     const LocalContext& context) {
     at::Tensor local = stack[0].toTensor();
-    for (int64_t d : squeezed_dims(context.call)) {
+    for (int64_t d : squeezed_dims(context.call())) {
       local = in_place ? local.squeeze_(d) : local.squeeze(d);
     }
     torch::jit::drop(stack, stack.size());

@@ -321,6 +321,24 @@ TEST(DTensorTest, FromLocalKeepsTheLocalTensorsStrides) {
   });
 }
 
+// Dims of equal local strides keep their dim order (global_strides_like),
+// so every rank reports the same strides: here a shard whose two dims step
+// alike through memory, and an expanded one whose dims both have stride 0.
+TEST(DTensorTest, EqualLocalStridesKeepDimOrder) {
+  run_ranks(2, [](int /*rank*/) {
+    DeviceMesh mesh = init_device_mesh("local", {2});
+    const at::Tensor memory = make_global({8});
+    const at::Tensor overlapping = memory.as_strided({3, 4}, {1, 1});
+    EXPECT_EQ(from_local(overlapping, mesh, parse_placements("S(0)")).tensor().strides(),
+              (Shape{4, 1}));
+    EXPECT_EQ(from_local(overlapping, mesh, parse_placements("S(1)")).tensor().strides(),
+              (Shape{8, 1}));
+    const at::Tensor expanded = memory.narrow(0, 0, 1).expand({3, 4});
+    EXPECT_EQ(from_local(expanded, mesh, parse_placements("S(0)")).tensor().strides(),
+              (Shape{0, 0}));
+  });
+}
+
 TEST(DTensorTest, FromLocalExplicitShape) {
   run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});

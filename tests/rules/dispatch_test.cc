@@ -815,7 +815,7 @@ TEST(DispatchTest, APropagationInUseSurvivesItsEviction) {
   local_kernels().add("aten::cumsum", [](const c10::OperatorHandle& op, torch::jit::Stack& stack,
                                          const LocalContext& context) {
     const at::Tensor b = iota({4, 3});
-    const DTensor nested = dist(b, context.mesh, "S(0)");
+    const DTensor nested = dist(b, context.mesh(), "S(0)");
     EXPECT_DT(nested.tensor() * 2, b * 2, "S(0)");
     EXPECT_DT(at::neg(nested.tensor()), at::neg(b), "S(0)");
     EXPECT_EQ(propagation_cache_size(), 1);

@@ -77,7 +77,7 @@ struct LossSplits {
 };
 
 LossSplits loss_splits(const LocalContext& context, size_t logits) {
-  if (context.propagation.input_targets[logits]->ndim() != 2) return {};
+  if (context.propagation().input_targets[logits]->ndim() != 2) return {};
   return {mesh_dims_splitting(context, logits, [](int64_t dim) { return dim == 0; }),
           mesh_dims_splitting(context, logits, [](int64_t dim) { return dim == 1; })};
 }
@@ -100,7 +100,7 @@ struct LocalClasses {
 
 LocalClasses local_classes(const LocalContext& context, size_t logits, const at::Tensor& target,
                            const c10::optional<at::Tensor>& weight, int64_t ignore_index) {
-  const DTensorSpec& spec = *context.propagation.input_targets[logits];
+  const DTensorSpec& spec = *context.propagation().input_targets[logits];
   const int64_t first = spec.local_layout().global_offset[1];
   const int64_t count = spec.local_layout().local_shape[1];
   LocalClasses out;
@@ -109,19 +109,19 @@ LocalClasses local_classes(const LocalContext& context, size_t logits, const at:
   // ranks that split the batch hold different targets: they agree first, so
   // that all raise (none waits for the others in a later collective).
   const std::optional<std::string> problem =
-      indices_out_of_range(target, spec.shape()[1], context.call.op_name(), "target", out.valid);
+      indices_out_of_range(target, spec.shape()[1], context.call().op_name(), "target", out.valid);
   const std::vector<int64_t> batch = loss_splits(context, logits).batch;
   const bool everywhere_fine =
       batch.empty()
           ? !problem
-          : reduce_terms(at::full({}, problem ? 0 : 1, at::kInt).to(context.mesh.device()),
-                         context.mesh, batch, ReduceOp::kMin)
+          : reduce_terms(at::full({}, problem ? 0 : 1, at::kInt).to(context.mesh().device()),
+                         context.mesh(), batch, ReduceOp::kMin)
                     .item<int>() == 1;
-  DTENSOR_CHECK(everywhere_fine, problem
-                                     ? *problem
-                                     : context.call.op_name() + ": expected every target in [0, " +
-                                           std::to_string(spec.shape()[1]) +
-                                           "), found one outside on another rank");
+  DTENSOR_CHECK(everywhere_fine,
+                problem
+                    ? *problem
+                    : context.call().op_name() + ": expected every target in [0, " +
+                          std::to_string(spec.shape()[1]) + "), found one outside on another rank");
   const at::Tensor mine =
       out.valid.logical_and(target.ge(first)).logical_and_(target.lt(first + count));
   out.target = at::where(mine, target - first, at::full({}, -1, target.options()));
@@ -161,7 +161,7 @@ void class_split_forward(const c10::OperatorHandle& op, torch::jit::Stack& stack
                          ? at::zeros({}, self.options())
                          : total_weight_of(target, local.valid, weight, self.scalar_type());
   if (reduction == kReductionMean) {
-    total = reduce_terms(total, context.mesh, splits.batch, ReduceOp::kSum);
+    total = reduce_terms(total, context.mesh(), splits.batch, ReduceOp::kSum);
     output = output.div(total);
   }
   torch::jit::drop(stack, stack.size());
@@ -181,7 +181,7 @@ void forward_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   reduction = kReductionSum;
   op.callBoxed(stack);
   const at::Tensor total_weight =
-      reduce_terms(stack.back().toTensor(), context.mesh, splits.batch, ReduceOp::kSum);
+      reduce_terms(stack.back().toTensor(), context.mesh(), splits.batch, ReduceOp::kSum);
   const at::Tensor mean = stack[stack.size() - 2].toTensor().div(total_weight);
   torch::jit::drop(stack, 2);
   stack.push_back(mean);

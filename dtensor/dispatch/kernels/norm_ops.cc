@@ -35,7 +35,7 @@ at::Tensor extreme_of_abs(const at::Tensor& abs, const std::vector<int64_t>& dim
 
 void run_norm(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Stack& stack,
               const LocalContext& context) {
-  const OpCall& call = context.call;
+  const OpCall& call = context.call();
   const std::vector<bool> reduced = reduced_dims(call, r);
   const std::vector<int64_t> combine =
       mesh_dims_splitting(context, 0, [&](int64_t dim) { return reduced[dim]; });
@@ -70,7 +70,7 @@ void run_norm(const Reduction& r, const c10::OperatorHandle& op, torch::jit::Sta
   } else {
     part = at::sum(x.pow(p), dims, keep);
   }
-  part = reduce_terms(part, context.mesh, combine, combine_op);
+  part = reduce_terms(part, context.mesh(), combine, combine_op);
   if (p != 0 && !std::isinf(p)) part = part.pow(1.0 / p);
   torch::jit::drop(stack, stack.size());
   stack.push_back(part);

@@ -39,17 +39,17 @@ std::vector<ShardingRow> same_layout_rows(const OpCall& call, int64_t m, size_t 
 // on the mesh's device.
 at::Tensor rank_part(const at::Tensor& global, const LocalContext& context, size_t k) {
   const DTensorSpecPtr& target =
-      context.propagation.output_spec(k, global.scalar_type(), context.mesh);
+      context.propagation().output_spec(k, global.scalar_type(), context.mesh());
   const DTensorSpec replicated = target->with_placements(
       std::vector<PlacementPtr>(target->placements().size(), Replicate::make()));
-  const at::Tensor on_device = global.to(context.mesh.device());
+  const at::Tensor on_device = global.to(context.mesh().device());
   const RedistributePlanPtr plan = plan_redistribute(replicated, target->placements());
   return plan->steps.empty() ? on_device : execute_plan(*plan, on_device);
 }
 
 // A CPU tensor of the input's global shape and dtype, to draw into.
 at::Tensor global_like_input(const at::Tensor& local, const LocalContext& context) {
-  return at::empty(context.propagation.input_targets[0]->shape(),
+  return at::empty(context.propagation().input_targets[0]->shape(),
                    local.options().device(c10::kCPU));
 }
 
@@ -66,7 +66,7 @@ void sample_globally(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                      const LocalContext& context) {
   const at::Tensor self = stack[0].toTensor();
   stack[0] = global_like_input(self, context);
-  use_rank_generator(context.call, stack);
+  use_rank_generator(context.call(), stack);
   op.callBoxed(stack);
   const at::Tensor part = rank_part(stack.back().toTensor(), context, 0);
   stack.clear();

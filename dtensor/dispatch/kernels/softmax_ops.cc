@@ -54,7 +54,7 @@ std::vector<ShardingRow> split_dim_rows(const OpCall& call, int64_t m) {
 
 // The mesh dims that split the normalized dim in the chosen layout.
 std::vector<int64_t> splitting_mesh_dims(const LocalContext& context) {
-  const int64_t dim = normalized_dim(context.call);
+  const int64_t dim = normalized_dim(context.call());
   return mesh_dims_splitting(context, 0, [dim](int64_t d) { return d == dim; });
 }
 
@@ -72,12 +72,12 @@ at::Tensor row_max(const at::Tensor& x, int64_t dim, const LocalContext& context
       x.size(dim) == 0
           ? at::sum(x, dim, /*keepdim=*/true).fill_(-std::numeric_limits<double>::infinity())
           : at::amax(x, dim, /*keepdim=*/true);
-  return reduce_terms(local, context.mesh, mesh_dims, ReduceOp::kMax);
+  return reduce_terms(local, context.mesh(), mesh_dims, ReduceOp::kMax);
 }
 
 at::Tensor row_sum(const at::Tensor& x, int64_t dim, const LocalContext& context,
                    const std::vector<int64_t>& mesh_dims) {
-  return reduce_terms(at::sum(x, dim, /*keepdim=*/true), context.mesh, mesh_dims, ReduceOp::kSum);
+  return reduce_terms(at::sum(x, dim, /*keepdim=*/true), context.mesh(), mesh_dims, ReduceOp::kSum);
 }
 
 void replace_outputs(torch::jit::Stack& stack, at::Tensor result) {
@@ -92,7 +92,7 @@ void forward_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   const std::vector<int64_t> mesh_dims = splitting_mesh_dims(context);
   if (mesh_dims.empty()) return op.callBoxed(stack);
   const at::Tensor self = stack[0].toTensor();
-  const int64_t dim = normalized_dim(context.call);
+  const int64_t dim = normalized_dim(context.call());
   const at::ScalarType result = stack[2].toBool() ? at::kFloat : self.scalar_type();
   const at::Tensor x = computing(self);
   const at::Tensor shifted = x - row_max(x, dim, context, mesh_dims);
@@ -111,7 +111,7 @@ void backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack& stack,
   if (mesh_dims.empty()) return op.callBoxed(stack);
   const at::Tensor grad = computing(stack[0].toTensor());
   const at::Tensor output = computing(stack[1].toTensor());
-  const int64_t dim = normalized_dim(context.call);
+  const int64_t dim = normalized_dim(context.call());
   // As ATen's meta function decides: the gradient's dtype, except that a
   // float gradient of a half input (half_to_float) is half.
   const at::ScalarType given = stack[0].toTensor().scalar_type();
