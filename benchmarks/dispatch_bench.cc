@@ -10,7 +10,9 @@
 // Google Benchmark's own time column is the DTensor op. Inputs are [64, 64]
 // float32, S(0) (the mm weight Replicate), on a mesh of one rank of the local
 // backend: the dispatch path (unwrap, cache lookup, wrap) is the one every
-// rank runs, and no case needs communication. `first_call` cases use a shape
+// rank runs, and no case needs communication. `cached` cases take 8 operand
+// sets in turn, each distributed on its own (equal specs, not shared), as a
+// model's layers do. `first_call` cases use a shape
 // no call in the process has used before on every iteration, so the
 // propagation cache misses also under --benchmark_repetitions: [8 + i, 65 + k]
 // on iteration i of first_call run k, from 0 (the mm weight [65 + k, 64]).
@@ -61,6 +63,8 @@ struct Shape {
 };
 
 constexpr Shape kCachedShape = {64, 64};
+// Operand sets a cached case takes in turn: DTensors of equal layouts whose
+// specs are equal, not shared, as the layers of a model give.
 constexpr int kCachedOperandSets = 8;
 
 // A shape no earlier call in the process got, so a first_call iteration
@@ -122,8 +126,6 @@ void run_case(benchmark::State& state, const Case& c, const std::vector<Operands
 
 void register_cases(const DeviceMesh& mesh) {
   for (const Case& c : cases()) {
-    // Several DTensors of one layout, each distributed on its own (specs
-    // equal, not shared), in turn: as a model's layers call one op.
     std::vector<Operands> cached;
     for (int k = 0; k < kCachedOperandSets; ++k) {
       cached.push_back(make_operands(mesh, c, kCachedShape));

@@ -88,7 +88,8 @@ DISPATCH_ABOUT = """\
 alternating: overhead = (Σ DTensor op time − Σ local op time) / iterations. Inputs are [64, 64]
 float32, S(0) (mm's weight Replicate), on a one-rank mesh of the local backend: the dispatch
 path every rank runs (unwrap, propagation-cache lookup, wrap), no communication. *cached*: the
-same shapes every iteration; *first call*: a shape no earlier call used, every iteration (400),
+same shapes every iteration, on 8 operand sets in turn, each distributed on its own (equal
+layouts, as a model's layers call an op); *first call*: a shape no earlier call used, every iteration (400),
 so every call propagates afresh. mm's local op takes long enough that its overhead is within the
 noise of the two halves.
 """

@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/layout.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <numeric>
@@ -90,27 +91,72 @@ LayoutIndices restricted_indices(const std::vector<int64_t>& global_shape,
   return indices;
 }
 
-// The box each dim keeps when every splitting placement holds one block of
-// what it splits; nullopt when some placement does not.
-std::optional<std::vector<ChunkRange>> block_ranges(const std::vector<int64_t>& global_shape,
-                                                    const std::vector<int64_t>& mesh_shape,
-                                                    const std::vector<int64_t>& coordinate,
-                                                    const std::vector<PlacementPtr>& normalized) {
-  std::vector<ChunkRange> ranges;
-  ranges.reserve(global_shape.size());
-  for (int64_t extent : global_shape) ranges.push_back({0, extent});
+int64_t count(const RangeList& runs) {
+  int64_t n = 0;
+  for (const ChunkRange& run : runs) n += run.end - run.begin;
+  return n;
+}
+
+// Appends [begin, end) to `runs`, merged with the last run it touches.
+void append_run(RangeList& runs, int64_t begin, int64_t end) {
+  if (!runs.empty() && runs.back().end == begin) {
+    runs.back().end = end;
+  } else {
+    runs.push_back({begin, end});
+  }
+}
+
+// The indices at `pieces` (positions, in rising order) of those `runs` hold.
+// Checks the pieces, which a user placement gives.
+RangeList indices_at(const RangeList& runs, const RangeList& pieces, const Placement& p) {
+  const int64_t length = count(runs);
+  RangeList kept;
+  size_t run = 0;
+  int64_t run_start = 0;  // the position of runs[run].begin
+  int64_t previous_end = 0;
+  for (const ChunkRange& piece : pieces) {
+    DTENSOR_CHECK(previous_end <= piece.begin && piece.begin < piece.end && piece.end <= length,
+                  p.to_string(),
+                  ": held_pieces: expected non-empty pieces in rising order within [0, ", length,
+                  "), found [", piece.begin, ", ", piece.end, ")");
+    previous_end = piece.end;
+    for (int64_t position = piece.begin; position < piece.end;) {
+      while (position >= run_start + runs[run].end - runs[run].begin) {
+        run_start += runs[run].end - runs[run].begin;
+        ++run;
+      }
+      const int64_t taken = std::min(piece.end, run_start + runs[run].end - runs[run].begin);
+      const int64_t begin = runs[run].begin + position - run_start;
+      append_run(kept, begin, begin + taken - position);
+      position = taken;
+    }
+  }
+  return kept;
+}
+
+// The runs each dim keeps when every splitting placement says which
+// positions it holds; nullopt when some placement does not.
+std::optional<std::vector<RangeList>> held_runs(const std::vector<int64_t>& global_shape,
+                                                const std::vector<int64_t>& mesh_shape,
+                                                const std::vector<int64_t>& coordinate,
+                                                const std::vector<PlacementPtr>& normalized) {
+  std::vector<RangeList> runs;
+  runs.reserve(global_shape.size());
+  for (int64_t extent : global_shape) {
+    runs.push_back(extent > 0 ? RangeList{{0, extent}} : RangeList{});
+  }
   for (size_t i = 0; i < normalized.size(); ++i) {
     const Placement& p = *normalized[i];
     if (p.merged_leading_dims() > 0) return std::nullopt;
     const std::optional<int64_t> dim = p.split_dim();
     if (!dim) continue;
-    ChunkRange& range = ranges[*dim];
-    const std::optional<ChunkRange> block =
-        p.block_of(range.end - range.begin, mesh_shape[i], coordinate[i]);
-    if (!block) return std::nullopt;
-    range = {range.begin + block->begin, range.begin + block->end};
+    RangeList& held = runs[*dim];
+    const std::optional<RangeList> pieces =
+        p.held_pieces(count(held), mesh_shape[i], coordinate[i]);
+    if (!pieces) return std::nullopt;
+    held = indices_at(held, *pieces, p);
   }
-  return ranges;
+  return runs;
 }
 
 }  // namespace
@@ -124,8 +170,8 @@ struct LocalLayout::IndexLists {
   // next call.
   std::atomic<bool> made{false};
   std::mutex mutex;
-  std::vector<std::vector<int64_t>> lists;  // made from `blocks` on first use when they are set
-  std::optional<std::vector<ChunkRange>> blocks;  // when every dim holds one block
+  std::vector<std::vector<int64_t>> lists;  // made from `runs` on first use when they are set
+  std::optional<std::vector<RangeList>> runs;
 };
 
 const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
@@ -134,10 +180,14 @@ const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
   const std::lock_guard<std::mutex> lock(cache.mutex);
   if (!cache.made.load(std::memory_order_relaxed)) {
     std::vector<std::vector<int64_t>> lists;
-    lists.reserve(cache.blocks->size());
-    for (const ChunkRange& r : *cache.blocks) {
-      std::vector<int64_t>& list = lists.emplace_back(r.end - r.begin);
-      std::iota(list.begin(), list.end(), r.begin);
+    lists.reserve(cache.runs->size());
+    for (const RangeList& runs : *cache.runs) {
+      std::vector<int64_t>& list = lists.emplace_back(count(runs));
+      auto next = list.begin();
+      for (const ChunkRange& run : runs) {
+        std::iota(next, next + (run.end - run.begin), run.begin);
+        next += run.end - run.begin;
+      }
     }
     cache.lists = std::move(lists);
     cache.made.store(true, std::memory_order_release);
@@ -145,8 +195,8 @@ const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
   return cache.lists;
 }
 
-const std::vector<ChunkRange>* LocalLayout::blocks() const {
-  return index_lists->blocks ? &*index_lists->blocks : nullptr;
+const std::vector<RangeList>* LocalLayout::runs() const {
+  return index_lists->runs ? &*index_lists->runs : nullptr;
 }
 
 namespace {
@@ -159,15 +209,15 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
   LocalLayout layout;
   layout.merged_leading_dims = merged_leading_dims(normalized);
   layout.index_lists = std::make_shared<LocalLayout::IndexLists>();
-  if (auto ranges = block_ranges(global_shape, mesh_shape, coordinate, normalized)) {
-    layout.local_shape.reserve(ranges->size());
-    layout.global_offset.reserve(ranges->size());
-    for (size_t d = 0; d < ranges->size(); ++d) {
-      const ChunkRange& r = (*ranges)[d];
-      layout.local_shape.push_back(r.end - r.begin);
-      layout.global_offset.push_back(r.end > r.begin ? r.begin : global_shape[d]);
+  if (auto runs = held_runs(global_shape, mesh_shape, coordinate, normalized)) {
+    layout.local_shape.reserve(runs->size());
+    layout.global_offset.reserve(runs->size());
+    for (size_t d = 0; d < runs->size(); ++d) {
+      const RangeList& held = (*runs)[d];
+      layout.local_shape.push_back(count(held));
+      layout.global_offset.push_back(held.empty() ? global_shape[d] : held.front().begin);
     }
-    layout.index_lists->blocks = std::move(*ranges);
+    layout.index_lists->runs = std::move(*runs);
     return layout;
   }
   LayoutIndices indices = restricted_indices(global_shape, mesh_shape, coordinate, normalized,

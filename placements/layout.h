@@ -57,15 +57,16 @@ struct LocalLayout {
   // Elements of the local tensor.
   int64_t local_numel() const;
   // Per local dim, every global index held, in local order. Made on first
-  // use and kept: a layout of Shard, Replicate and Partial placements is a
-  // box, known from shapes alone, and most callers never need the lists
-  // (which cost one integer per index of the dim).
+  // use and kept: a layout of placements that say which positions they hold
+  // (Placement::held_pieces) is known as runs, and most callers never need
+  // the lists (which cost one integer per index of the dim).
   const std::vector<std::vector<int64_t>>& global_indices() const;
-  // Per local dim, the one block of global indices held, when every dim
-  // holds one (a layout of Shard, Replicate and Partial placements, say);
-  // nullptr otherwise. Answers what global_indices() would, without the
-  // lists.
-  const std::vector<ChunkRange>* blocks() const;
+  // Per local dim, the global indices held as runs (touching ones merged),
+  // in local order, when
+  // every placement says which positions it holds (Shard, StridedShard,
+  // Replicate, Partial); nullptr otherwise. Answers what global_indices()
+  // would, without the lists.
+  const std::vector<RangeList>* runs() const;
 
   struct IndexLists;
   std::shared_ptr<IndexLists> index_lists;

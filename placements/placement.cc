@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include <dtensor/base/check.h>
 #include "absl/hash/hash.h"
@@ -99,6 +101,14 @@ ChunkRange torch_chunk_range(int64_t length, int64_t n, int64_t r) {
 void keep_range(std::vector<int64_t>& indices, ChunkRange range) {
   indices.erase(indices.begin() + range.end, indices.end());
   indices.erase(indices.begin(), indices.begin() + range.begin);
+}
+
+void keep_pieces(std::vector<int64_t>& indices, const RangeList& pieces) {
+  std::vector<int64_t> kept;
+  for (const ChunkRange& piece : pieces) {
+    kept.insert(kept.end(), indices.begin() + piece.begin, indices.begin() + piece.end);
+  }
+  indices = std::move(kept);
 }
 
 }  // namespace dtensor

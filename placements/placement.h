@@ -39,6 +39,7 @@
 #include <vector>
 
 #include <dtensor/mesh/reduce_op.h>
+#include "absl/container/inlined_vector.h"
 
 namespace dtensor {
 
@@ -85,6 +86,11 @@ struct ChunkRange {
   int64_t end;
 };
 
+// [begin, end) ranges of indices or positions in rising order, disjoint and
+// none empty: what a rank holds of a dim. Most hold one or two (a Shard's
+// block, a StridedShard's pieces), kept inline.
+using RangeList = absl::InlinedVector<ChunkRange, 2>;
+
 class Placement;
 using PlacementPtr = std::shared_ptr<const Placement>;
 
@@ -95,8 +101,8 @@ using PlacementPtr = std::shared_ptr<const Placement>;
 //    operand, passes through.
 //  - kContraction: a dim the op sums over (mm's k): an identical split on
 //    both operands gives each rank a term of the sum, i.e. Partial(sum).
-//  - kEvenBlocks: consecutive blocks in coordinate order (`block_of` says
-//    which), which view ops may merge into or split out of neighbouring dims
+//  - kEvenBlocks: consecutive blocks in coordinate order (`held_pieces`
+//    says which: one piece each), which view ops may merge into or split out of neighbouring dims
 //    where the same positions are a split of the output (always when the
 //    blocks are equal, for torch.chunk's uneven ones only where they match).
 enum class RuleRole { kPassThrough, kContraction, kEvenBlocks };
@@ -149,12 +155,15 @@ class Placement {
   // ranks (e.g. Ragged units of the wrong length). Default: any n.
   virtual void check_mesh_dim_size(int64_t /*n*/) const {}
 
-  // When this placement keeps ONE contiguous block of the `length` indices
-  // it splits (torch.chunk's Shard), that block for coordinate `r` of `n`;
-  // nullopt otherwise (the default). Layouts made only of such placements
-  // are computed from sizes, without index lists.
-  virtual std::optional<ChunkRange> block_of(int64_t /*length*/, int64_t /*n*/,
-                                             int64_t /*r*/) const {
+  // When the positions this placement keeps of the `length` indices it
+  // splits depend on `length`, `n` and `r` alone: those of coordinate `r` of
+  // `n`, as non-empty [begin, end) pieces in rising order (Shard: its
+  // torch.chunk block; StridedShard: its piece of each chunk). `restrict`
+  // keeps exactly these. nullopt otherwise (the default). Layouts made only
+  // of such placements are computed as runs of indices, without index lists
+  // (the planner makes thousands).
+  virtual std::optional<RangeList> held_pieces(int64_t /*length*/, int64_t /*n*/,
+                                               int64_t /*r*/) const {
     return std::nullopt;
   }
 
@@ -205,5 +214,7 @@ ChunkRange torch_chunk_range(int64_t length, int64_t n, int64_t r);
 
 // Keeps positions [range.begin, range.end) of `indices`.
 void keep_range(std::vector<int64_t>& indices, ChunkRange range);
+// Keeps the positions of `indices` that `pieces` (in rising order) name.
+void keep_pieces(std::vector<int64_t>& indices, const RangeList& pieces);
 
 }  // namespace dtensor

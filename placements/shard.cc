@@ -45,6 +45,13 @@ PlacementPtr Shard::normalized(int64_t tensor_ndim) const {
   return make(normalize_tensor_dim(dim_, tensor_ndim, to_string()));
 }
 
+std::optional<RangeList> Shard::held_pieces(int64_t length, int64_t n, int64_t r) const {
+  const ChunkRange block = torch_chunk_range(length, n, r);
+  std::optional<RangeList> pieces(std::in_place);
+  if (block.begin < block.end) pieces->push_back(block);
+  return pieces;
+}
+
 void Shard::restrict(LayoutIndices& indices, int64_t n, int64_t r) const {
   std::vector<int64_t>& along = indices.along(dim_);
   keep_range(along, torch_chunk_range(static_cast<int64_t>(along.size()), n, r));

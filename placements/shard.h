@@ -28,9 +28,7 @@ class Shard final : public Placement {
   bool splits_into_ordered_blocks() const override { return true; }
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
-  std::optional<ChunkRange> block_of(int64_t length, int64_t n, int64_t r) const override {
-    return torch_chunk_range(length, n, r);
-  }
+  std::optional<RangeList> held_pieces(int64_t length, int64_t n, int64_t r) const override;
   bool fills_role(RuleRole /*role*/) const override { return true; }
   PlacementPtr moved_to_dim(int64_t dim) const override { return make(dim); }
 

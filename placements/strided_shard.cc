@@ -37,16 +37,20 @@ PlacementPtr StridedShard::normalized(int64_t tensor_ndim) const {
 
 void StridedShard::restrict(LayoutIndices& indices, int64_t n, int64_t r) const {
   std::vector<int64_t>& along = indices.along(dim_);
-  const int64_t length = static_cast<int64_t>(along.size());
-  std::vector<int64_t> kept;
+  keep_pieces(along, *held_pieces(static_cast<int64_t>(along.size()), n, r));
+}
+
+std::optional<RangeList> StridedShard::held_pieces(int64_t length, int64_t n, int64_t r) const {
+  std::optional<RangeList> pieces(std::in_place);
   // Chunks at or past `length` are empty (torch.chunk), however large the factor.
   for (int64_t chunk = 0; chunk < std::min(split_factor_, length); ++chunk) {
     const ChunkRange outer = torch_chunk_range(length, split_factor_, chunk);
     const ChunkRange inner = torch_chunk_range(outer.end - outer.begin, n, r);
-    kept.insert(kept.end(), along.begin() + outer.begin + inner.begin,
-                along.begin() + outer.begin + inner.end);
+    if (inner.begin < inner.end) {
+      pieces->push_back({outer.begin + inner.begin, outer.begin + inner.end});
+    }
   }
-  along = std::move(kept);
+  return pieces;
 }
 
 namespace {

@@ -33,6 +33,7 @@ class StridedShard final : public Placement {
   std::optional<int64_t> strided_blocks() const override { return split_factor_; }
   PlacementPtr normalized(int64_t tensor_ndim) const override;
   void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override;
+  std::optional<RangeList> held_pieces(int64_t length, int64_t n, int64_t r) const override;
   // Interleaved pieces: never the even blocks view ops merge.
   bool fills_role(RuleRole role) const override { return role != RuleRole::kEvenBlocks; }
   PlacementPtr moved_to_dim(int64_t dim) const override { return make(dim, split_factor_); }

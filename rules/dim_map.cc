@@ -69,10 +69,13 @@ std::optional<FlatSplit> flat_split(const Placement& p, const std::vector<int64_
   FlatSplit split{
       product(shape, 0, j) * factor, shape[j] / factor, product(shape, j + 1, shape.size()), {}};
   for (int64_t r = 0; r < n; ++r) {
-    const std::optional<ChunkRange> piece =
-        strided ? torch_chunk_range(split.length, n, r) : p.block_of(split.length, n, r);
-    if (!piece) return std::nullopt;
-    split.pieces.push_back(*piece);
+    if (strided) {
+      split.pieces.push_back(torch_chunk_range(split.length, n, r));
+      continue;
+    }
+    const std::optional<RangeList> held = p.held_pieces(split.length, n, r);
+    if (!held || held->size() > 1) return std::nullopt;
+    split.pieces.push_back(held->empty() ? ChunkRange{0, 0} : held->front());
   }
   return split;
 }
@@ -276,8 +279,8 @@ void reshape_kernel(const c10::OperatorHandle&, torch::jit::Stack& stack,
   const at::Tensor local = stack[0].toTensor();
   const auto& shape = local_output_shape(context, 0, local.scalar_type());
   torch::jit::drop(stack, stack.size());
-  // A contiguous shard takes any shape of its size; the stride search is
-  // for the others (as long again as the view itself).
+  // A contiguous shard takes any shape of its size: only the others need
+  // the stride search, which costs about as much as the view.
   const bool viewable =
       local.layout() == at::kStrided &&
       (local.is_contiguous() || at::detail::computeStride(local.sizes(), local.strides(), shape));

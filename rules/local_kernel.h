@@ -41,8 +41,9 @@ struct Propagation;
 class LocalContext {
  public:
   // `call` returns the call, made on its first use: an op whose layout the
-  // propagation cache held has no call yet, and making one costs as long as
-  // the view op that many kernels run.
+  // propagation cache held has no call yet, and making one costs about as
+  // much as a whole cached view op. A FunctionRef does not own what it
+  // calls: a context lives only while the kernel it is made for runs.
   LocalContext(absl::FunctionRef<const OpCall&()> call, const Propagation& propagation,
                const DeviceMesh& mesh)
       : call_(call), propagation_(propagation), mesh_(mesh) {}

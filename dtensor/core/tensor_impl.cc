@@ -248,9 +248,9 @@ c10::DimVector memory_order(const at::Tensor& local, const std::vector<int64_t>&
       continue;
     }
     // After every dim of a larger or equal stride: stable, ties in dim order.
-    auto at = std::find_if(order.begin(), order.end(),
-                           [&](int64_t o) { return strides[o] < strides[d]; });
-    order.insert(at, d);
+    auto slot = std::find_if(order.begin(), order.end(),
+                             [&](int64_t o) { return strides[o] < strides[d]; });
+    order.insert(slot, d);
   }
   for (int64_t d : unordered) {
     auto next = std::find_if(order.begin(), order.end(),

@@ -12,7 +12,7 @@
 namespace dtensor::redistribute_internal {
 namespace {
 
-Runs runs_of(const std::vector<int64_t>& list) {
+RangeList runs_of(const std::vector<int64_t>& list) {
   std::vector<int64_t> sorted;
   const std::vector<int64_t>* ordered = &list;
   if (!std::is_sorted(list.begin(), list.end())) {
@@ -20,27 +20,27 @@ Runs runs_of(const std::vector<int64_t>& list) {
     std::sort(sorted.begin(), sorted.end());
     ordered = &sorted;
   }
-  Runs runs;
+  RangeList runs;
   for (int64_t index : *ordered) {
-    if (!runs.empty() && runs.back().second == index) {
-      ++runs.back().second;
+    if (!runs.empty() && runs.back().end == index) {
+      ++runs.back().end;
     } else {
-      runs.emplace_back(index, index + 1);
+      runs.push_back({index, index + 1});
     }
   }
   return runs;
 }
 
 // Whether some index lies in each of `a`, `b` and `c`.
-bool share_an_index(const Runs& a, const Runs& b, const Runs& c) {
+bool share_an_index(const RangeList& a, const RangeList& b, const RangeList& c) {
   for (size_t i = 0, j = 0, k = 0; i < a.size() && j < b.size() && k < c.size();) {
-    const int64_t begin = std::max({a[i].first, b[j].first, c[k].first});
-    const int64_t end = std::min({a[i].second, b[j].second, c[k].second});
+    const int64_t begin = std::max({a[i].begin, b[j].begin, c[k].begin});
+    const int64_t end = std::min({a[i].end, b[j].end, c[k].end});
     if (begin < end) return true;
     // The run that ends first meets nothing further in the others.
-    if (a[i].second == end) {
+    if (a[i].end == end) {
       ++i;
-    } else if (b[j].second == end) {
+    } else if (b[j].end == end) {
       ++j;
     } else {
       ++k;
@@ -50,14 +50,15 @@ bool share_an_index(const Runs& a, const Runs& b, const Runs& c) {
 }
 
 // The union of two runs lists.
-Runs unite(const Runs& a, const Runs& b) {
-  Runs all(a);
+RangeList unite(const RangeList& a, const RangeList& b) {
+  RangeList all(a);
   all.insert(all.end(), b.begin(), b.end());
-  std::sort(all.begin(), all.end());
-  Runs merged;
-  for (const auto& run : all) {
-    if (!merged.empty() && run.first <= merged.back().second) {
-      merged.back().second = std::max(merged.back().second, run.second);
+  std::sort(all.begin(), all.end(),
+            [](const ChunkRange& x, const ChunkRange& y) { return x.begin < y.begin; });
+  RangeList merged;
+  for (const ChunkRange& run : all) {
+    if (!merged.empty() && run.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, run.end);
     } else {
       merged.push_back(run);
     }
@@ -66,34 +67,35 @@ Runs unite(const Runs& a, const Runs& b) {
 }
 
 // How many indices `a` and `b` share.
-int64_t overlap(const Runs& a, const Runs& b) {
+int64_t overlap(const RangeList& a, const RangeList& b) {
   int64_t n = 0;
   for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
-    n +=
-        std::max<int64_t>(0, std::min(a[i].second, b[j].second) - std::max(a[i].first, b[j].first));
-    (a[i].second < b[j].second ? i : j)++;
+    n += std::max<int64_t>(0, std::min(a[i].end, b[j].end) - std::max(a[i].begin, b[j].begin));
+    (a[i].end < b[j].end ? i : j)++;
   }
   return n;
 }
 
-int64_t count(const Runs& runs) {
+int64_t count(const RangeList& runs) {
   int64_t n = 0;
-  for (const auto& [begin, end] : runs) n += end - begin;
+  for (const ChunkRange& run : runs) n += run.end - run.begin;
   return n;
 }
 
-std::optional<Box> box_of_layout(const LocalLayout& layout) {
+// The box of a layout that holds no runs of its own (a user placement's).
+std::optional<Box> box_of_lists(const LocalLayout& layout) {
   if (layout.merged_leading_dims > 1) return std::nullopt;
   Box box;
   box.reserve(layout.local_shape.size());
-  if (const std::vector<ChunkRange>* blocks = layout.blocks()) {
-    for (const ChunkRange& block : *blocks) {
-      box.push_back(block.begin < block.end ? Runs{{block.begin, block.end}} : Runs{});
-    }
-    return box;
-  }
   for (const std::vector<int64_t>& list : layout.global_indices()) box.push_back(runs_of(list));
   return box;
+}
+
+bool same_runs(const RangeList& a, const RangeList& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const ChunkRange& x, const ChunkRange& y) {
+                      return x.begin == y.begin && x.end == y.end;
+                    });
 }
 
 // How many elements `a` and `b` share.
@@ -122,15 +124,11 @@ bool pieces_disjoint(const std::vector<const Box*>& held, const Box& wanted) {
 // Whether `a` and `b` hold the same indices, in the same order, of every
 // tensor dim but `dim`.
 bool holds_alike_but(const LocalLayout& a, const LocalLayout& b, int64_t dim) {
-  const std::vector<ChunkRange>* a_blocks = a.blocks();
-  const std::vector<ChunkRange>* b_blocks = b.blocks();
-  if (a_blocks != nullptr && b_blocks != nullptr) {
-    for (size_t d = 0; d < a_blocks->size(); ++d) {
-      const ChunkRange& x = (*a_blocks)[d];
-      const ChunkRange& y = (*b_blocks)[d];
-      const bool same =
-          x.end - x.begin == y.end - y.begin && (x.begin == y.begin || x.end == x.begin);
-      if (static_cast<int64_t>(d) != dim && !same) return false;
+  const std::vector<RangeList>* a_runs = a.runs();
+  const std::vector<RangeList>* b_runs = b.runs();
+  if (a_runs != nullptr && b_runs != nullptr) {
+    for (size_t d = 0; d < a_runs->size(); ++d) {
+      if (static_cast<int64_t>(d) != dim && !same_runs((*a_runs)[d], (*b_runs)[d])) return false;
     }
     return true;
   }
@@ -187,10 +185,12 @@ const LocalLayout& RankLayouts::layout(int64_t rank) const {
   return *layout;
 }
 
-const std::optional<Box>& RankLayouts::box(int64_t rank) const {
+const Box* RankLayouts::box(int64_t rank) const {
+  const LocalLayout& held = layout(rank);
+  if (const std::vector<RangeList>* runs = held.runs()) return runs;
   std::optional<std::optional<Box>>& box = boxes_[sharer_[rank]];
-  if (!box) box = box_of_layout(layout(rank));
-  return *box;
+  if (!box) box = box_of_lists(held);
+  return *box ? &**box : nullptr;
 }
 
 std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const RankLayouts& to,
@@ -206,14 +206,14 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
   // everything over the whole mesh want alike).
   absl::flat_hash_set<std::pair<int64_t, int64_t>> exact;
   for (int64_t rank = 0; rank < ranks; ++rank) {
-    const std::optional<Box>& wanted = to.box(rank);
-    if (!wanted) return std::nullopt;
+    const Box* wanted = to.box(rank);
+    if (wanted == nullptr) return std::nullopt;
     holders.clear();
     int64_t covered = 0, received = 0, peers = 0, own = 0;
     const int64_t leader = group.leader_of(rank);
     for (int64_t member = leader; member < group.end_of(leader); member += group.inner) {
-      const std::optional<Box>& held = from.box(member);
-      if (!held) return std::nullopt;
+      const Box* held = from.box(member);
+      if (held == nullptr) return std::nullopt;
       const int64_t n = overlap(*held, *wanted);
       if (n == 0) continue;
       covered += n;
@@ -225,7 +225,7 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
         sent[member] += n;
         ++sent_to[member];
       }
-      holders.push_back(&*held);
+      holders.push_back(held);
     }
     const std::pair<int64_t, int64_t> group_and_wanted(leader, to.sharer(rank));
     if (!exact.contains(group_and_wanted)) {
@@ -255,15 +255,15 @@ bool groups_hold_their_targets(const RankLayouts& from, const RankLayouts& to, i
   const GroupStrides group(from.spec().mesh().shape(), first, last);
   for (int64_t leader = 0; leader < from.spec().mesh().size(); ++leader) {
     if (group.leader_of(leader) != leader) continue;
-    Runs held;  // the indices of `dim` the group holds
+    RangeList held;  // the indices of `dim` the group holds
     for (int64_t rank = leader; rank < group.end_of(leader); rank += group.inner) {
-      const std::optional<Box>& have = from.box(rank);
-      if (!have || !to.box(rank)) return false;
+      const Box* have = from.box(rank);
+      if (have == nullptr || to.box(rank) == nullptr) return false;
       if (!holds_alike_but(from.layout(rank), to.layout(rank), dim)) return false;
       held = unite(held, (*have)[dim]);
     }
     for (int64_t rank = leader; rank < group.end_of(leader); rank += group.inner) {
-      const Runs& wanted = (*to.box(rank))[dim];
+      const RangeList& wanted = (*to.box(rank))[dim];
       if (overlap(wanted, held) != count(wanted)) return false;
     }
   }

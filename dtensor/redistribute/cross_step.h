@@ -19,10 +19,9 @@
 
 namespace dtensor::redistribute_internal {
 
-// A set of indices as sorted, disjoint [begin, end) runs.
-using Runs = std::vector<std::pair<int64_t, int64_t>>;
-// One runs list per tensor dim: a layout's index lists, or a piece of one.
-using Box = std::vector<Runs>;
+// One runs list per tensor dim (placements/layout.h): a layout's index
+// lists as sets.
+using Box = std::vector<RangeList>;
 
 // Every rank's layout of one spec, and its index lists as runs, each made
 // on first use and kept. The planner asks for the same ranks of the same
@@ -36,8 +35,8 @@ class RankLayouts {
   const DTensorSpec& spec() const { return *spec_; }
   // What the rank at flat position `rank` of the mesh holds.
   const LocalLayout& layout(int64_t rank) const;
-  // Its index lists as runs; nullopt when the layout merges leading dims.
-  const std::optional<Box>& box(int64_t rank) const;
+  // Its index lists as runs; nullptr when the layout merges leading dims.
+  const Box* box(int64_t rank) const;
   // The rank whose layout `rank` shares: ranks of one sharer hold alike.
   int64_t sharer(int64_t rank) const { return sharer_[rank]; }
 
@@ -46,6 +45,7 @@ class RankLayouts {
   std::vector<int64_t> sharer_;  // by rank: the rank whose layout it shares
   int64_t calling_sharer_ = -1;  // the calling rank's sharer, when it is in the mesh
   mutable std::vector<std::optional<LocalLayout>> layouts_;
+  // By sharer: the boxes of layouts that hold no runs of their own.
   mutable std::vector<std::optional<std::optional<Box>>> boxes_;
 };
 

@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/placements/layout.h>
 
+#include <algorithm>
 #include <limits>
 #include <random>
 
@@ -249,6 +250,27 @@ PlacementPtr random_placement(std::mt19937& rng, int64_t ndim, int64_t mesh_dim_
   }
 }
 
+// A layout of placements that say which positions they hold (all but
+// Ragged here) carries its indices as runs: rising, disjoint, touching ones
+// merged, none empty; the index lists were checked against torch.chunk.
+void expect_canonical_runs(const LocalLayout& layout, const std::vector<PlacementPtr>& placements) {
+  const bool ragged = std::any_of(placements.begin(), placements.end(),
+                                  [](const PlacementPtr& p) { return p->kind() == "RG"; });
+  ASSERT_EQ(layout.runs() == nullptr, ragged);
+  if (ragged) return;
+  for (size_t d = 0; d < layout.runs()->size(); ++d) {
+    std::vector<int64_t> expanded;
+    int64_t previous_end = -1;
+    for (const ChunkRange& run : (*layout.runs())[d]) {
+      EXPECT_LT(run.begin, run.end);
+      EXPECT_LT(previous_end, run.begin) << "dim " << d << ": runs touch or overlap";
+      previous_end = run.end;
+      for (int64_t i = run.begin; i < run.end; ++i) expanded.push_back(i);
+    }
+    EXPECT_EQ(expanded, layout.global_indices()[d]) << "dim " << d;
+  }
+}
+
 TEST(LayoutTest, RandomLayoutsMatchTorchChunk) {
   std::mt19937 rng(20261122);
   int checked = 0;
@@ -282,10 +304,74 @@ TEST(LayoutTest, RandomLayoutsMatchTorchChunk) {
       ASSERT_EQ(got.sizes(), want.sizes());
       ASSERT_TRUE(at::equal(got, want)) << "got\n" << got << "\nwant\n" << want;
       EXPECT_EQ(c10::IntArrayRef(layout.local_shape), want.sizes());
+      expect_canonical_runs(layout, placements);
       ++checked;
     }
   }
   EXPECT_GT(checked, 1500);
+}
+
+// A user placement that keeps every third index of its dim (from `offset`),
+// through `restrict` alone, or also saying so through held_pieces: both
+// layouts hold the same indices. `bad` pieces are refused with an error.
+class EveryThird final : public Placement {
+ public:
+  EveryThird(int64_t dim, bool says_pieces, bool bad = false)
+      : dim_(dim), says_pieces_(says_pieces), bad_(bad) {}
+  std::string to_string() const override { return "EveryThird"; }
+  std::string kind() const override { return "E3"; }
+  bool equals(const Placement& other) const override { return &other == this; }
+  size_t hash() const override { return 3; }
+  std::optional<int64_t> split_dim() const override { return dim_; }
+  PlacementPtr normalized(int64_t) const override {
+    return std::make_shared<const EveryThird>(dim_, says_pieces_, bad_);
+  }
+  void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override {
+    std::vector<int64_t>& along = indices.along(dim_);
+    keep_pieces(along, pieces(static_cast<int64_t>(along.size()), n, r));
+  }
+  std::optional<RangeList> held_pieces(int64_t length, int64_t n, int64_t r) const override {
+    if (!says_pieces_) return std::nullopt;
+    RangeList held = pieces(length, n, r);
+    if (bad_ && held.size() > 1) std::swap(held[0], held[1]);
+    return held;
+  }
+
+ private:
+  // Rank r of n keeps positions r, r + n, r + 2n, ...
+  static RangeList pieces(int64_t length, int64_t n, int64_t r) {
+    RangeList held;
+    for (int64_t i = r; i < length; i += n) held.push_back({i, i + 1});
+    return held;
+  }
+  int64_t dim_;
+  bool says_pieces_, bad_;
+};
+
+TEST(LayoutTest, HeldPiecesGiveWhatRestrictKeeps) {
+  const Shape global = {10, 7};
+  const Shape mesh = {3, 2};
+  for (int64_t rank = 0; rank < 6; ++rank) {
+    const Shape coordinate = grid_coordinate(rank, mesh);
+    const LocalLayout lists = compute_local_layout(
+        global, mesh, coordinate,
+        {std::make_shared<const EveryThird>(0, false), StridedShard::make(0, 2)});
+    const LocalLayout runs = compute_local_layout(
+        global, mesh, coordinate,
+        {std::make_shared<const EveryThird>(0, true), StridedShard::make(0, 2)});
+    EXPECT_EQ(lists.runs(), nullptr);
+    ASSERT_NE(runs.runs(), nullptr);
+    EXPECT_EQ(runs.local_shape, lists.local_shape) << "rank " << rank;
+    EXPECT_EQ(runs.global_offset, lists.global_offset) << "rank " << rank;
+    EXPECT_EQ(runs.global_indices(), lists.global_indices()) << "rank " << rank;
+  }
+  // Rank 0 holds 0, 3, 6, 9 of dim 0: pieces out of order are refused.
+  DTENSOR_EXPECT_ERROR(
+      compute_local_layout(
+          global, mesh, {0, 0},
+          {std::make_shared<const EveryThird>(0, true, /*bad=*/true), Replicate::make()}),
+      "EveryThird: held_pieces: expected non-empty pieces in rising order within [0, 10), "
+      "found [0, 1)");
 }
 
 }  // namespace
