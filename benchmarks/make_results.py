@@ -89,9 +89,9 @@ alternating: overhead = (Σ DTensor op time − Σ local op time) / iterations. 
 float32, S(0) (mm's weight Replicate), on a one-rank mesh of the local backend: the dispatch
 path every rank runs (unwrap, propagation-cache lookup, wrap), no communication. *cached*: the
 same shapes every iteration, on 8 operand sets in turn, each distributed on its own (equal
-layouts, as a model's layers call an op); *first call*: a shape no earlier call used, every iteration (400),
-so every call propagates afresh. mm's local op takes long enough that its overhead is within the
-noise of the two halves.
+layouts, as a model's layers call an op); *first call*: a shape no earlier call used, every
+iteration (400), so every call propagates afresh. mm's local op takes long enough that its
+overhead is within the noise of the two halves.
 """
 
 PLAN_ABOUT = """\

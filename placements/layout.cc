@@ -91,12 +91,6 @@ LayoutIndices restricted_indices(const std::vector<int64_t>& global_shape,
   return indices;
 }
 
-int64_t count(const RangeList& runs) {
-  int64_t n = 0;
-  for (const ChunkRange& run : runs) n += run.end - run.begin;
-  return n;
-}
-
 // Appends [begin, end) to `runs`, merged with the last run it touches.
 void append_run(RangeList& runs, int64_t begin, int64_t end) {
   if (!runs.empty() && runs.back().end == begin) {
@@ -106,10 +100,10 @@ void append_run(RangeList& runs, int64_t begin, int64_t end) {
   }
 }
 
-// The indices at `pieces` (positions, in rising order) of those `runs` hold.
-// Checks the pieces, which a user placement gives.
+// Of the indices `runs` hold, in order, those at the positions `pieces`
+// name. Checks the pieces, which a user placement may give.
 RangeList indices_at(const RangeList& runs, const RangeList& pieces, const Placement& p) {
-  const int64_t length = count(runs);
+  const int64_t length = count_held(runs);
   RangeList kept;
   size_t run = 0;
   int64_t run_start = 0;  // the position of runs[run].begin
@@ -125,7 +119,8 @@ RangeList indices_at(const RangeList& runs, const RangeList& pieces, const Place
         run_start += runs[run].end - runs[run].begin;
         ++run;
       }
-      const int64_t taken = std::min(piece.end, run_start + runs[run].end - runs[run].begin);
+      const int64_t run_end = run_start + runs[run].end - runs[run].begin;  // as a position
+      const int64_t taken = std::min(piece.end, run_end);
       const int64_t begin = runs[run].begin + position - run_start;
       append_run(kept, begin, begin + taken - position);
       position = taken;
@@ -149,10 +144,14 @@ std::optional<std::vector<RangeList>> held_runs(const std::vector<int64_t>& glob
     const Placement& p = *normalized[i];
     if (p.merged_leading_dims() > 0) return std::nullopt;
     const std::optional<int64_t> dim = p.split_dim();
-    if (!dim) continue;
+    if (!dim) {
+      // A user placement may narrow without naming a split dim.
+      if (p.is_replicate() || p.is_partial()) continue;
+      return std::nullopt;
+    }
     RangeList& held = runs[*dim];
     const std::optional<RangeList> pieces =
-        p.held_pieces(count(held), mesh_shape[i], coordinate[i]);
+        p.held_pieces(count_held(held), mesh_shape[i], coordinate[i]);
     if (!pieces) return std::nullopt;
     held = indices_at(held, *pieces, p);
   }
@@ -182,7 +181,7 @@ const std::vector<std::vector<int64_t>>& LocalLayout::global_indices() const {
     std::vector<std::vector<int64_t>> lists;
     lists.reserve(cache.runs->size());
     for (const RangeList& runs : *cache.runs) {
-      std::vector<int64_t>& list = lists.emplace_back(count(runs));
+      std::vector<int64_t>& list = lists.emplace_back(count_held(runs));
       auto next = list.begin();
       for (const ChunkRange& run : runs) {
         std::iota(next, next + (run.end - run.begin), run.begin);
@@ -214,7 +213,7 @@ LocalLayout layout_of(const std::vector<int64_t>& global_shape,
     layout.global_offset.reserve(runs->size());
     for (size_t d = 0; d < runs->size(); ++d) {
       const RangeList& held = (*runs)[d];
-      layout.local_shape.push_back(count(held));
+      layout.local_shape.push_back(count_held(held));
       layout.global_offset.push_back(held.empty() ? global_shape[d] : held.front().begin);
     }
     layout.index_lists->runs = std::move(*runs);

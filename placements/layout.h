@@ -62,10 +62,9 @@ struct LocalLayout {
   // the lists (which cost one integer per index of the dim).
   const std::vector<std::vector<int64_t>>& global_indices() const;
   // Per local dim, the global indices held as runs (touching ones merged),
-  // in local order, when
-  // every placement says which positions it holds (Shard, StridedShard,
-  // Replicate, Partial); nullptr otherwise. Answers what global_indices()
-  // would, without the lists.
+  // in local order, when every placement says which positions it holds
+  // (Shard, StridedShard, Replicate, Partial); nullptr otherwise. Answers
+  // what global_indices() would, without the lists.
   const std::vector<RangeList>* runs() const;
 
   struct IndexLists;

@@ -103,6 +103,12 @@ void keep_range(std::vector<int64_t>& indices, ChunkRange range) {
   indices.erase(indices.begin(), indices.begin() + range.begin);
 }
 
+int64_t count_held(const RangeList& ranges) {
+  int64_t n = 0;
+  for (const ChunkRange& range : ranges) n += range.end - range.begin;
+  return n;
+}
+
 void keep_pieces(std::vector<int64_t>& indices, const RangeList& pieces) {
   std::vector<int64_t> kept;
   for (const ChunkRange& piece : pieces) {

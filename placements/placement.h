@@ -91,6 +91,12 @@ struct ChunkRange {
 // block, a StridedShard's pieces), kept inline.
 using RangeList = absl::InlinedVector<ChunkRange, 2>;
 
+inline bool operator==(const ChunkRange& a, const ChunkRange& b) {
+  return a.begin == b.begin && a.end == b.end;
+}
+// How many indices (or positions) `ranges` hold.
+int64_t count_held(const RangeList& ranges);
+
 class Placement;
 using PlacementPtr = std::shared_ptr<const Placement>;
 
@@ -102,9 +108,10 @@ using PlacementPtr = std::shared_ptr<const Placement>;
 //  - kContraction: a dim the op sums over (mm's k): an identical split on
 //    both operands gives each rank a term of the sum, i.e. Partial(sum).
 //  - kEvenBlocks: consecutive blocks in coordinate order (`held_pieces`
-//    says which: one piece each), which view ops may merge into or split out of neighbouring dims
-//    where the same positions are a split of the output (always when the
-//    blocks are equal, for torch.chunk's uneven ones only where they match).
+//    says which: one piece each), which view ops may merge into or split
+//    out of neighbouring dims where the same positions are a split of the
+//    output (always when the blocks are equal, for torch.chunk's uneven ones
+//    only where they match).
 enum class RuleRole { kPassThrough, kContraction, kEvenBlocks };
 
 class Placement {
@@ -155,13 +162,14 @@ class Placement {
   // ranks (e.g. Ragged units of the wrong length). Default: any n.
   virtual void check_mesh_dim_size(int64_t /*n*/) const {}
 
-  // When the positions this placement keeps of the `length` indices it
-  // splits depend on `length`, `n` and `r` alone: those of coordinate `r` of
-  // `n`, as non-empty [begin, end) pieces in rising order (Shard: its
-  // torch.chunk block; StridedShard: its piece of each chunk). `restrict`
-  // keeps exactly these. nullopt otherwise (the default). Layouts made only
-  // of such placements are computed as runs of indices, without index lists
-  // (the planner makes thousands).
+  // For a placement with a split_dim whose `restrict` keeps, of that dim
+  // alone, positions that depend on `length` (what is held so far), `n` and
+  // `r` only: those positions for coordinate `r` of `n`, as non-empty
+  // [begin, end) pieces in rising order (Shard: its torch.chunk block;
+  // StridedShard: its piece of each chunk). nullopt otherwise (the default).
+  // Layouts made only of such placements, Replicate and Partial are computed
+  // as runs of indices, without index lists (the planner makes thousands);
+  // the pieces are checked for order and range, not against `restrict`.
   virtual std::optional<RangeList> held_pieces(int64_t /*length*/, int64_t /*n*/,
                                                int64_t /*r*/) const {
     return std::nullopt;

@@ -76,26 +76,14 @@ int64_t overlap(const RangeList& a, const RangeList& b) {
   return n;
 }
 
-int64_t count(const RangeList& runs) {
-  int64_t n = 0;
-  for (const ChunkRange& run : runs) n += run.end - run.begin;
-  return n;
-}
-
-// The box of a layout that holds no runs of its own (a user placement's).
+// The box of a layout that holds no runs of its own (of Ragged or a user
+// placement).
 std::optional<Box> box_of_lists(const LocalLayout& layout) {
   if (layout.merged_leading_dims > 1) return std::nullopt;
   Box box;
   box.reserve(layout.local_shape.size());
   for (const std::vector<int64_t>& list : layout.global_indices()) box.push_back(runs_of(list));
   return box;
-}
-
-bool same_runs(const RangeList& a, const RangeList& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                    [](const ChunkRange& x, const ChunkRange& y) {
-                      return x.begin == y.begin && x.end == y.end;
-                    });
 }
 
 // How many elements `a` and `b` share.
@@ -128,7 +116,7 @@ bool holds_alike_but(const LocalLayout& a, const LocalLayout& b, int64_t dim) {
   const std::vector<RangeList>* b_runs = b.runs();
   if (a_runs != nullptr && b_runs != nullptr) {
     for (size_t d = 0; d < a_runs->size(); ++d) {
-      if (static_cast<int64_t>(d) != dim && !same_runs((*a_runs)[d], (*b_runs)[d])) return false;
+      if (static_cast<int64_t>(d) != dim && (*a_runs)[d] != (*b_runs)[d]) return false;
     }
     return true;
   }
@@ -264,7 +252,7 @@ bool groups_hold_their_targets(const RankLayouts& from, const RankLayouts& to, i
     }
     for (int64_t rank = leader; rank < group.end_of(leader); rank += group.inner) {
       const RangeList& wanted = (*to.box(rank))[dim];
-      if (overlap(wanted, held) != count(wanted)) return false;
+      if (overlap(wanted, held) != count_held(wanted)) return false;
     }
   }
   return true;

@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include <dtensor/placements/spec.h>
@@ -62,7 +61,8 @@ struct GroupExchange {
 // rank needs exactly once; nullopt otherwise (or when a layout merges
 // leading dims into rows). Looks at every rank, rank 0 first (where most
 // candidates fail), so every rank decides alike. Index lists are handled as
-// sorted runs, so Shard and Replicate pieces cost O(1) per pair of ranks.
+// sorted runs, so a pair of ranks costs O(runs): O(1) for Shard and
+// Replicate, the split factor for StridedShard.
 std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const RankLayouts& to,
                                                   int64_t first, int64_t last);
 

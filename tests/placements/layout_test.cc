@@ -374,5 +374,29 @@ TEST(LayoutTest, HeldPiecesGiveWhatRestrictKeeps) {
       "found [0, 1)");
 }
 
+// A user placement may narrow a dim without naming it its split dim: its
+// layout comes from `restrict`, never from runs that would hold everything.
+class KeepsOneRowUnnamed final : public Placement {
+ public:
+  std::string to_string() const override { return "KeepsOneRowUnnamed"; }
+  std::string kind() const override { return "K1"; }
+  bool equals(const Placement& other) const override { return &other == this; }
+  size_t hash() const override { return 1; }
+  PlacementPtr normalized(int64_t) const override {
+    return std::make_shared<const KeepsOneRowUnnamed>();
+  }
+  void restrict(LayoutIndices& indices, int64_t, int64_t r) const override {
+    keep_range(indices.along(0), {r, r + 1});
+  }
+};
+
+TEST(LayoutTest, PlacementsWithoutSplitDimMayNarrow) {
+  const LocalLayout layout = compute_local_layout(
+      {4, 6}, {2, 3}, {1, 2}, {std::make_shared<const KeepsOneRowUnnamed>(), Shard::make(1)});
+  EXPECT_EQ(layout.runs(), nullptr);
+  EXPECT_EQ(layout.local_shape, (Shape{1, 2}));
+  EXPECT_EQ(layout.global_offset, (Shape{1, 4}));
+}
+
 }  // namespace
 }  // namespace dtensor
