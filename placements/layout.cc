@@ -114,15 +114,16 @@ RangeList indices_at(const RangeList& runs, const RangeList& pieces, const Place
                   ": held_pieces: expected non-empty pieces in rising order within [0, ", length,
                   "), found [", piece.begin, ", ", piece.end, ")");
     previous_end = piece.end;
+    // Sums are grouped so that none passes `length` (near INT64_MAX).
     for (int64_t position = piece.begin; position < piece.end;) {
-      while (position >= run_start + runs[run].end - runs[run].begin) {
+      while (position - run_start >= runs[run].end - runs[run].begin) {
         run_start += runs[run].end - runs[run].begin;
         ++run;
       }
-      const int64_t run_end = run_start + runs[run].end - runs[run].begin;  // as a position
+      const int64_t run_end = run_start + (runs[run].end - runs[run].begin);  // as a position
       const int64_t taken = std::min(piece.end, run_end);
-      const int64_t begin = runs[run].begin + position - run_start;
-      append_run(kept, begin, begin + taken - position);
+      const int64_t begin = runs[run].begin + (position - run_start);
+      append_run(kept, begin, begin + (taken - position));
       position = taken;
     }
   }
