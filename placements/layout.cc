@@ -91,15 +91,6 @@ LayoutIndices restricted_indices(const std::vector<int64_t>& global_shape,
   return indices;
 }
 
-// Appends [begin, end) to `runs`, merged with the last run it touches.
-void append_run(RangeList& runs, int64_t begin, int64_t end) {
-  if (!runs.empty() && runs.back().end == begin) {
-    runs.back().end = end;
-  } else {
-    runs.push_back({begin, end});
-  }
-}
-
 // Of the indices `runs` hold, in order, those at the positions `pieces`
 // name. Checks the pieces, which a user placement may give.
 RangeList indices_at(const RangeList& runs, const RangeList& pieces, const Placement& p) {

@@ -96,6 +96,10 @@ inline bool operator==(const ChunkRange& a, const ChunkRange& b) {
 }
 // How many indices (or positions) `ranges` hold.
 int64_t count_held(const RangeList& ranges);
+// Appends [begin, end), which starts at or after the last range's end, to
+// `ranges`, merged with the last range when it touches it (so `ranges` stays
+// canonical).
+void append_run(RangeList& ranges, int64_t begin, int64_t end);
 
 class Placement;
 using PlacementPtr = std::shared_ptr<const Placement>;

@@ -329,41 +329,11 @@ void remember_view_of_pending_sums(const c10::OperatorHandle& op, size_t j,
       });
 }
 
-}  // namespace
-
-void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                     const DispatchModes& modes, uint64_t mode_bits) {
-  const size_t num_arguments = op.schema().arguments().size();
-  read_reduced_forms(op, stack, num_arguments);
-  const c10::ArrayRef<c10::IValue> arguments = torch::jit::last(stack, num_arguments);
-  std::optional<PropagationKey> key =
-      PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);
-  PropagationCache& cache = PropagationCache::for_this_thread();
-  // Held, not borrowed: the ops a decomposition or a local kernel runs may
-  // evict it from this thread's cache, or clear the cache.
-  PropagationPtr propagation = key ? cache.find(*key) : nullptr;
-  // A hit skips building the call: the key pins everything make_call checks.
-  std::optional<OpCall> call;
-  if (propagation == nullptr) {
-    if (key) key->hold_specs();  // before anything runs that could replace them
-    call.emplace(make_call(op, arguments, modes));
-    PropagationPtr result = propagate(*call, modes.propagation);
-    propagation = key ? cache.insert(std::move(*key), std::move(result)) : std::move(result);
-  }
-  // The key may borrow the arguments' specs, which what runs next can
-  // replace (in-place ops): it is not used again.
-  key.reset();
-  if (propagation->replicate_fallback) FallbackRecorder::record(op_name_of(op));
-  if (propagation->decomposition) {
-    propagation->decomposition(op, stack);
-    return;
-  }
-  run_with_propagation(op, stack, *propagation, call ? &*call : nullptr, modes);
-}
-
-void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                          const Propagation& propagation, const OpCall* call,
-                          const DispatchModes& modes) {
+// Runs `op` on the DTensor arguments on `stack` as `propagation` lays them
+// out. `call` gives the call when a local kernel asks for it (a cached
+// propagation makes it only then).
+void run_local(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+               const Propagation& propagation, absl::FunctionRef<const OpCall&()> call) {
   const size_t num_arguments = op.schema().arguments().size();
   // The arguments stay on the stack, uncopied, until the results replace them.
   const c10::ArrayRef<c10::IValue> arguments = torch::jit::last(stack, num_arguments);
@@ -372,13 +342,7 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
   torch::jit::Stack results = local_arguments(arguments, propagation);
   const DeviceMesh& mesh = propagation.input_targets.front()->mesh();
   if (propagation.local_kernel) {
-    std::optional<OpCall> made;  // when the kernel asks for a call it was not given
-    const auto call_on_first_use = [&]() -> const OpCall& {
-      if (call != nullptr) return *call;
-      if (!made) made.emplace(make_call(op, arguments, modes));
-      return *made;
-    };
-    propagation.local_kernel(op, results, LocalContext(call_on_first_use, propagation, mesh));
+    propagation.local_kernel(op, results, LocalContext(call, propagation, mesh));
   } else {
     op.callBoxed(results);
   }
@@ -414,6 +378,47 @@ void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stac
   const auto returned = results.begin() + static_cast<std::ptrdiff_t>(propagation.returns.size());
   stack.insert(stack.end(), std::make_move_iterator(results.begin()),
                std::make_move_iterator(returned));
+}
+
+}  // namespace
+
+void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                     const DispatchModes& modes, uint64_t mode_bits) {
+  const size_t num_arguments = op.schema().arguments().size();
+  read_reduced_forms(op, stack, num_arguments);
+  const c10::ArrayRef<c10::IValue> arguments = torch::jit::last(stack, num_arguments);
+  std::optional<PropagationKey> key =
+      PropagationKey::of(op, arguments, mode_bits, &dtensor_spec_or_null);
+  PropagationCache& cache = PropagationCache::for_this_thread();
+  // Held, not borrowed: the ops a decomposition or a local kernel runs may
+  // evict it from this thread's cache, or clear the cache.
+  PropagationPtr propagation = key ? cache.find(*key) : nullptr;
+  // A hit skips building the call: the key pins everything make_call checks.
+  std::optional<OpCall> call;
+  if (propagation == nullptr) {
+    if (key) key->hold_specs();  // before anything runs that could replace them
+    call.emplace(make_call(op, arguments, modes));
+    PropagationPtr result = propagate(*call, modes.propagation);
+    propagation = key ? cache.insert(std::move(*key), std::move(result)) : std::move(result);
+  }
+  // The key may borrow the arguments' specs, which what runs next can
+  // replace (in-place ops): it is not used again.
+  key.reset();
+  if (propagation->replicate_fallback) FallbackRecorder::record(op_name_of(op));
+  if (propagation->decomposition) {
+    propagation->decomposition(op, stack);
+    return;
+  }
+  // A cached propagation has no call: the kernel's first read makes it.
+  run_local(op, stack, *propagation, [&]() -> const OpCall& {
+    if (!call) call.emplace(make_call(op, arguments, modes));
+    return *call;
+  });
+}
+
+void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
+                          const Propagation& propagation, const OpCall& call) {
+  run_local(op, stack, propagation, [&]() -> const OpCall& { return call; });
 }
 
 }  // namespace dtensor

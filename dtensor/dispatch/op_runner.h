@@ -28,11 +28,9 @@ void run_on_dtensors(const c10::OperatorHandle& op, torch::jit::Stack& stack,
                      const DispatchModes& modes, uint64_t mode_bits);
 
 // Runs `op` on the DTensor arguments on `stack` with a given layout decision
-// (the second half of run_on_dtensors; the rule verifier's entry point).
-// `call`, when given, is the one a custom local kernel reads; otherwise the
-// kernel's first read makes it from the arguments under `modes`.
+// for `call` (the second half of run_on_dtensors; the rule verifier's entry
+// point). `call` is what a custom local kernel reads.
 void run_with_propagation(const c10::OperatorHandle& op, torch::jit::Stack& stack,
-                          const Propagation& propagation, const OpCall* call,
-                          const DispatchModes& modes);
+                          const Propagation& propagation, const OpCall& call);
 
 }  // namespace dtensor

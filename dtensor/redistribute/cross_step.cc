@@ -21,13 +21,7 @@ RangeList runs_of(const std::vector<int64_t>& list) {
     ordered = &sorted;
   }
   RangeList runs;
-  for (int64_t index : *ordered) {
-    if (!runs.empty() && runs.back().end == index) {
-      ++runs.back().end;
-    } else {
-      runs.push_back({index, index + 1});
-    }
-  }
+  for (int64_t index : *ordered) append_run(runs, index, index + 1);
   return runs;
 }
 

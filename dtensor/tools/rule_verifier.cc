@@ -277,7 +277,7 @@ RowOutcome check_row(const c10::OperatorHandle& op, const DeviceMesh& mesh,
   try {
     manual_seed(kSeed);
     if (!found.decomposed) {
-      run_with_propagation(op, stack, *propagation, &*call, DispatchModes{});
+      run_with_propagation(op, stack, *propagation, *call);
     } else {
       // A decomposition propagates op by op; below autograd, as the DTensor
       // kernel runs (a custom op may have no autograd kernel).
