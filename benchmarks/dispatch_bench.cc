@@ -5,14 +5,15 @@
 // propagation, <= 50 us on the first call of a new shape).
 //
 // Each case times the DTensor op and the same op on the local shards in
-// alternation, and reports
+// alternation (each going first every other iteration), and reports
 //   overhead_us = (sum of DTensor op times - sum of local op times) / iterations
 // Google Benchmark's own time column is the DTensor op. Inputs are [64, 64]
 // float32, S(0) (the mm weight Replicate), on a mesh of one rank of the local
 // backend: the dispatch path (unwrap, cache lookup, wrap) is the one every
 // rank runs, and no case needs communication. `cached` cases take 8 operand
-// sets in turn, each distributed on its own (equal specs, not shared), as a
-// model's layers do. `first_call` cases use a shape
+// sets in turn, of equal layouts whose specs are copies (equal, not shared:
+// the slower case of the cache's comparisons; distribute_tensor alone would
+// give them one spec). `first_call` cases use a shape
 // no call in the process has used before on every iteration, so the
 // propagation cache misses also under --benchmark_repetitions: [8 + i, 65 + k]
 // on iteration i of first_call run k, from 0 (the mm weight [65 + k, 64]).
@@ -32,6 +33,7 @@
 #include <dtensor/dtensor.h>
 #include <dtensor/mesh/local_communicator.h>
 #include <dtensor/placements/placements.h>
+#include <dtensor/placements/spec.h>
 
 namespace dtensor {
 namespace {
@@ -64,7 +66,7 @@ struct Shape {
 
 constexpr Shape kCachedShape = {64, 64};
 // Operand sets a cached case takes in turn: DTensors of equal layouts whose
-// specs are equal, not shared, as the layers of a model give.
+// specs are equal, not shared (see the top).
 constexpr int kCachedOperandSets = 8;
 
 // A shape no earlier call in the process got, so a first_call iteration
@@ -82,14 +84,20 @@ struct Operands {
   DTensor a, second;
 };
 
+// `t` with a copy of its spec: distribute_tensor gives every DTensor of one
+// layout the same spec (the redistribute plan's target).
+DTensor unshared(const DTensor& t) {
+  return DTensor(t.to_local(), std::make_shared<const DTensorSpec>(t.spec()));
+}
+
 // `a` of `shape`; the second operand the same shape, or the mm weight
 // [shape.cols, 64].
 Operands make_operands(const DeviceMesh& mesh, const Case& c, Shape shape) {
   const at::Tensor a = at::randn({shape.rows, shape.cols});
   const bool is_mm = std::string(c.name) == "mm";
   const at::Tensor b = is_mm ? at::randn({shape.cols, 64}) : at::randn({shape.rows, shape.cols});
-  return {distribute_tensor(a, mesh, parse_placements("S(0)")),
-          distribute_tensor(b, mesh, parse_placements(is_mm ? "R" : "S(0)"))};
+  return {unshared(distribute_tensor(a, mesh, parse_placements("S(0)"))),
+          unshared(distribute_tensor(b, mesh, parse_placements(is_mm ? "R" : "S(0)")))};
 }
 
 std::vector<Operands> unseen_operands(const DeviceMesh& mesh, const Case& c, int64_t count) {
@@ -101,23 +109,38 @@ std::vector<Operands> unseen_operands(const DeviceMesh& mesh, const Case& c, int
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Times `c` on `operands[i % size]` and on their shards, alternating.
+// Times `op` on `a` and `b`, keeping the result alive while the other half
+// runs (so neither reuses the other's freed output).
+double time_op(const Op& op, const at::Tensor& a, const at::Tensor& b, at::Tensor& result) {
+  const auto start = Clock::now();
+  result = op(a, b);
+  return seconds(Clock::now() - start);
+}
+
+// Times `c` on `operands[i % size]` and on their shards, alternating which
+// runs first: the first reads inputs that may be out of the CPU's caches (a
+// first_call case's operands were made long before), the second finds them
+// there, and neither half should pay that alone.
 void run_case(benchmark::State& state, const Case& c, const std::vector<Operands>& operands) {
   double dtensor_total = 0, local_total = 0;
   size_t i = 0;
   for (auto _ : state) {
-    const Operands& in = operands[i++ % operands.size()];
+    const Operands& in = operands[i % operands.size()];
     const at::Tensor la = in.a.to_local(), lb = in.second.to_local();
-    const auto t0 = Clock::now();
-    at::Tensor d = c.op(in.a, in.second);
-    const auto t1 = Clock::now();
-    at::Tensor l = c.op(la, lb);
-    const auto t2 = Clock::now();
+    at::Tensor d, l;
+    double dtensor_time, local_time;
+    if (i++ % 2 == 0) {
+      dtensor_time = time_op(c.op, in.a, in.second, d);
+      local_time = time_op(c.op, la, lb, l);
+    } else {
+      local_time = time_op(c.op, la, lb, l);
+      dtensor_time = time_op(c.op, in.a, in.second, d);
+    }
     benchmark::DoNotOptimize(d);
     benchmark::DoNotOptimize(l);
-    dtensor_total += seconds(t1 - t0);
-    local_total += seconds(t2 - t1);
-    state.SetIterationTime(seconds(t1 - t0));
+    dtensor_total += dtensor_time;
+    local_total += local_time;
+    state.SetIterationTime(dtensor_time);
   }
   const double n = static_cast<double>(state.iterations());
   state.counters["overhead_us"] = (dtensor_total - local_total) / n * 1e6;

@@ -339,6 +339,45 @@ TEST(DTensorTest, EqualLocalStridesKeepDimOrder) {
   });
 }
 
+// The layers of a model hold DTensors of equal layouts whose specs are not
+// shared: an op on them runs on the shards themselves (no collective, no
+// copy: a view of one is a view of its shard), Partial inputs included.
+TEST(DTensorTest, EqualUnsharedSpecsRunOnTheShards) {
+  run_ranks(2, [](int rank) {
+    DeviceMesh mesh = init_device_mesh("local", {2});
+    const at::Tensor x = make_global({4, 3}), y = make_global({4, 3}) * 10, w = make_global({3, 2});
+    const DTensor a = distribute_tensor(x, mesh, parse_placements("S(0)"));
+    // A copy of a spec equals it without being it.
+    const auto unshared = [](const at::Tensor& local, const DTensor& like) {
+      return DTensor(local, std::make_shared<const DTensorSpec>(like.spec()));
+    };
+    const DTensor b = unshared(distribute_tensor(y, mesh, parse_placements("S(0)")).to_local(), a);
+    const DTensor weight = distribute_tensor(w, mesh, parse_placements("R"));
+    const DTensor p = from_local(at::full({4, 3}, rank + 1.0), mesh, parse_placements("P"));
+    const DTensor q = unshared(at::full({4, 3}, 10.0), p);
+    ASSERT_NE(a.spec_ptr(), b.spec_ptr());
+    ASSERT_EQ(a.spec(), b.spec());
+    ASSERT_NE(p.spec_ptr(), q.spec_ptr());
+    ASSERT_EQ(p.spec(), q.spec());
+    std::optional<DTensor> sum, product, flat, partial_sum;
+    {
+      CollectiveCounter counter;
+      sum = DTensor(a.tensor() + b.tensor());
+      product = DTensor(at::mm(a.tensor(), weight.tensor()));
+      flat = DTensor(a.tensor().view({-1}));
+      partial_sum = DTensor(p.tensor() + q.tensor());
+      EXPECT_EQ(counter.total(), 0);
+    }
+    EXPECT_EQ(flat->to_local().data_ptr(), a.to_local().data_ptr());
+    EXPECT_EQ(placements_to_string(partial_sum->placements()), "P(sum)");
+    EXPECT_TRUE(at::equal(sum->full_tensor(), x + y)) << describe(sum->full_tensor());
+    EXPECT_TRUE(at::equal(product->full_tensor(), at::mm(x, w)));
+    EXPECT_TRUE(at::equal(flat->full_tensor(), x.view({-1})));
+    // (1 + 10) + (2 + 10) on every element.
+    EXPECT_TRUE(at::equal(partial_sum->full_tensor(), at::full({4, 3}, 23.0)));
+  });
+}
+
 TEST(DTensorTest, FromLocalExplicitShape) {
   run_ranks(4, [](int /*rank*/) {
     DeviceMesh mesh = init_device_mesh("local", {4});
