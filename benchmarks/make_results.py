@@ -85,11 +85,12 @@ returns a view of it (against R_to_S0's memcpy; 200 iterations per size).
 
 DISPATCH_ABOUT = """\
 `dispatch_bench` times an ATen op on DTensors and the same op on their local shards,
-alternating: overhead = (Σ DTensor op time − Σ local op time) / iterations. Inputs are [64, 64]
+alternating (each goes first every other iteration, so neither alone meets inputs out of the
+CPU's caches): overhead = (Σ DTensor op time − Σ local op time) / iterations. Inputs are [64, 64]
 float32, S(0) (mm's weight Replicate), on a one-rank mesh of the local backend: the dispatch
 path every rank runs (unwrap, propagation-cache lookup, wrap), no communication. *cached*: the
-same shapes every iteration, on 8 operand sets in turn, each distributed on its own (equal
-layouts, as a model's layers call an op); *first call*: a shape no earlier call used, every
+same shapes every iteration, on 8 operand sets in turn, of equal layouts whose specs are copies
+(equal, not shared: the slower comparisons); *first call*: a shape no earlier call used, every
 iteration (400), so every call propagates afresh. mm's local op takes long enough that its
 overhead is within the noise of the two halves.
 """
