@@ -6,10 +6,18 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <string>
+#include <tuple>
+#include <typeindex>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include <dtensor/base/check.h>
+#include <dtensor/placements/shard.h>
+#include <dtensor/placements/strided_shard.h>
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor {
 
@@ -121,6 +129,60 @@ RangeList indices_at(const RangeList& runs, const RangeList& pieces, const Place
   return kept;
 }
 
+std::string describe_ranges(const RangeList& ranges) {
+  return absl::StrJoin(ranges, ", ", [](std::string* out, const ChunkRange& range) {
+    absl::StrAppend(out, "[", range.begin, ", ", range.end, ")");
+  });
+}
+
+// The positions `p`'s restrict keeps of `length` along its split dim `dim`,
+// for coordinate `r` of `n`, as ranges.
+RangeList positions_restrict_keeps(const Placement& p, int64_t dim, int64_t length, int64_t n,
+                                   int64_t r) {
+  std::vector<int64_t> shape(static_cast<size_t>(dim) + 1, 1);
+  shape[dim] = length;
+  LayoutIndices indices(shape, 1);
+  p.restrict(indices, n, r);
+  RangeList kept;
+  for (int64_t index : indices.along(dim)) {
+    DTENSOR_CHECK(kept.empty() || index >= kept.back().end, p.to_string(),
+                  ": restrict: expected the positions it keeps in rising order, found ", index,
+                  " after ", kept.back().end - 1);
+    append_run(kept, index, index + 1);
+  }
+  return kept;
+}
+
+// A user placement gives two answers to what a rank holds: the pieces
+// held_pieces names (read for layouts of runs) and what restrict keeps (read
+// where index lists are made, e.g. beside a Ragged placement). Were they to
+// differ, one tensor would be laid out two ways: a silent wrong result. So the
+// first time a thread meets each (placement, length, n, r), for a placement
+// other than Shard and StridedShard (which tests check against torch.chunk)
+// and a dim short enough to list, the two are compared; a bounded set of the
+// checked calls keeps every later layout at one lookup. A placement is known
+// by its class and hash(): its parameters may change its pieces.
+void check_pieces_match_restrict(const Placement& p, int64_t dim, int64_t length, int64_t n,
+                                 int64_t r, const RangeList& pieces) {
+  constexpr int64_t kLongestChecked = 1 << 16;
+  constexpr size_t kMostRemembered = 1 << 14;
+  if (length > kLongestChecked || typeid(p) == typeid(Shard) || typeid(p) == typeid(StridedShard)) {
+    return;
+  }
+  using Call = std::tuple<std::type_index, size_t, int64_t, int64_t, int64_t>;
+  thread_local absl::flat_hash_set<Call> checked;
+  const Call call{std::type_index(typeid(p)), p.hash(), length, n, r};
+  if (checked.contains(call)) return;
+  const RangeList kept = positions_restrict_keeps(p, dim, length, n, r);
+  RangeList merged;  // touching pieces may come unmerged
+  for (const ChunkRange& piece : pieces) append_run(merged, piece.begin, piece.end);
+  DTENSOR_CHECK(kept == merged, p.to_string(), ": held_pieces and restrict disagree on what rank ",
+                r, " of ", n, " holds of ", length, " positions: expected held_pieces to give ",
+                "what restrict keeps, ", describe_ranges(kept), "; found ",
+                describe_ranges(pieces));
+  if (checked.size() < kMostRemembered) checked.insert(call);
+}
+
 // The runs each dim keeps when every splitting placement says which
 // positions it holds; nullopt when some placement does not.
 std::optional<std::vector<RangeList>> held_runs(const std::vector<int64_t>& global_shape,
@@ -145,7 +207,9 @@ std::optional<std::vector<RangeList>> held_runs(const std::vector<int64_t>& glob
     const std::optional<RangeList> pieces =
         p.held_pieces(count_held(held), mesh_shape[i], coordinate[i]);
     if (!pieces) return std::nullopt;
+    const int64_t length = count_held(held);
     held = indices_at(held, *pieces, p);
+    check_pieces_match_restrict(p, *dim, length, mesh_shape[i], coordinate[i], *pieces);
   }
   return runs;
 }

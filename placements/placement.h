@@ -172,8 +172,10 @@ class Placement {
   // [begin, end) pieces in rising order (Shard: its torch.chunk block;
   // StridedShard: its piece of each chunk). nullopt otherwise (the default).
   // Layouts made only of such placements, Replicate and Partial are computed
-  // as runs of indices, without index lists (the planner makes thousands);
-  // the pieces are checked for order and range, not against `restrict`.
+  // as runs of indices, without index lists (the planner makes thousands).
+  // The pieces are checked for order and range, and, for a dim of at most
+  // 65536 positions, against what `restrict` keeps: the first time each
+  // thread meets a (placement, length, n, r), Shard and StridedShard aside.
   virtual std::optional<RangeList> held_pieces(int64_t /*length*/, int64_t /*n*/,
                                                int64_t /*r*/) const {
     return std::nullopt;

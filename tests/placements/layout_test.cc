@@ -374,6 +374,39 @@ TEST(LayoutTest, HeldPiecesGiveWhatRestrictKeeps) {
       "found [0, 1)");
 }
 
+// A plugin whose two answers differ: restrict keeps a rank's last position
+// of each dim, held_pieces names its first.
+class PiecesDisagree final : public Placement {
+ public:
+  std::string to_string() const override { return "PiecesDisagree"; }
+  std::string kind() const override { return "PD"; }
+  bool equals(const Placement& other) const override { return &other == this; }
+  size_t hash() const override { return 4; }
+  std::optional<int64_t> split_dim() const override { return 1; }
+  PlacementPtr normalized(int64_t) const override {
+    return std::make_shared<const PiecesDisagree>();
+  }
+  void restrict(LayoutIndices& indices, int64_t, int64_t) const override {
+    std::vector<int64_t>& along = indices.along(1);
+    along.erase(along.begin(), along.end() - 1);
+  }
+  std::optional<RangeList> held_pieces(int64_t, int64_t, int64_t) const override {
+    return RangeList{{0, 1}};
+  }
+};
+
+TEST(LayoutTest, HeldPiecesThatDisagreeWithRestrictAreRefused) {
+  DTENSOR_EXPECT_ERROR(
+      compute_local_layout({4, 6}, {2}, {1}, {std::make_shared<const PiecesDisagree>()}),
+      "PiecesDisagree: held_pieces and restrict disagree on what rank 1 of 2 holds of 6 "
+      "positions: expected held_pieces to give what restrict keeps, [5, 6); found [0, 1)");
+  // Each (length, n, r) is checked on its own: another rank fails alike.
+  DTENSOR_EXPECT_ERROR(
+      compute_local_layout({4, 6}, {2}, {0}, {std::make_shared<const PiecesDisagree>()}),
+      "holds of 6 positions: expected held_pieces to give what restrict keeps, [5, 6); found "
+      "[0, 1)");
+}
+
 // A user placement may narrow a dim without naming it its split dim: its
 // layout comes from `restrict`, never from runs that would hold everything.
 class KeepsOneRowUnnamed final : public Placement {
