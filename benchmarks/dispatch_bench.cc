@@ -129,7 +129,9 @@ void run_case(benchmark::State& state, const Case& c, const std::vector<Operands
     const at::Tensor la = in.a.to_local(), lb = in.second.to_local();
     at::Tensor d, l;
     double dtensor_time, local_time;
-    if (i++ % 2 == 0) {
+    // The order also flips with each pass over the operand sets, so that
+    // each set (8 of them, an even number) takes both.
+    if ((i + i / operands.size()) % 2 == 0) {
       dtensor_time = time_op(c.op, in.a, in.second, d);
       local_time = time_op(c.op, la, lb, l);
     } else {
@@ -141,6 +143,7 @@ void run_case(benchmark::State& state, const Case& c, const std::vector<Operands
     dtensor_total += dtensor_time;
     local_total += local_time;
     state.SetIterationTime(dtensor_time);
+    ++i;
   }
   const double n = static_cast<double>(state.iterations());
   state.counters["overhead_us"] = (dtensor_total - local_total) / n * 1e6;

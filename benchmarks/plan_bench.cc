@@ -85,6 +85,7 @@ void run_case(benchmark::State& state, const DeviceMesh& mesh, const std::vector
     benchmark::DoNotOptimize(&plan);
   }
   state.counters["steps"] = static_cast<double>(first->steps.size());
+  state.counters["expanded"] = static_cast<double>(first->states_expanded);
   state.counters["goal_us"] = cached ? kCachedGoalMicros : kUncachedGoalMicros;
   state.SetLabel(std::string(c.source) + " -> " + c.target + " [" + bench::plan_text(*first) + "]");
 }

@@ -7,9 +7,6 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <tuple>
-#include <typeindex>
-#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -17,6 +14,7 @@
 #include <dtensor/placements/shard.h>
 #include <dtensor/placements/strided_shard.h>
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace dtensor {
@@ -135,52 +133,74 @@ std::string describe_ranges(const RangeList& ranges) {
   });
 }
 
-// The positions `p`'s restrict keeps of `length` along its split dim `dim`,
-// for coordinate `r` of `n`, as ranges.
-RangeList positions_restrict_keeps(const Placement& p, int64_t dim, int64_t length, int64_t n,
-                                   int64_t r) {
-  std::vector<int64_t> shape(static_cast<size_t>(dim) + 1, 1);
+// The positions `p`'s restrict keeps of `length` along its split dim `dim`
+// of a tensor of `ndim` dims, for coordinate `r` of `n`, as ranges. The
+// indices it is given (1, 3, 5, ...) differ from their positions, so that a
+// restrict keeping by index value, which held_pieces cannot describe, shows.
+RangeList positions_restrict_keeps(const Placement& p, size_t ndim, int64_t dim, int64_t length,
+                                   int64_t n, int64_t r) {
+  std::vector<int64_t> shape(ndim, 1);
   shape[dim] = length;
   LayoutIndices indices(shape, 1);
+  std::vector<int64_t>& along = indices.along(dim);
+  for (int64_t& index : along) index = 2 * index + 1;
   p.restrict(indices, n, r);
   RangeList kept;
   for (int64_t index : indices.along(dim)) {
-    DTENSOR_CHECK(kept.empty() || index >= kept.back().end, p.to_string(),
-                  ": restrict: expected the positions it keeps in rising order, found ", index,
+    const int64_t position = (index - 1) / 2;
+    DTENSOR_CHECK(kept.empty() || position >= kept.back().end, p.to_string(),
+                  ": restrict: expected the positions it keeps in rising order, found ", position,
                   " after ", kept.back().end - 1);
-    append_run(kept, index, index + 1);
+    append_run(kept, position, position + 1);
   }
   return kept;
 }
 
+// A call to held_pieces whose answer was found to match restrict's. Keys
+// compare placements by equals(), which covers their parameters (hash()
+// alone may collide).
+struct CheckedPieces {
+  PlacementPtr placement;
+  int64_t length, n, r;
+  friend bool operator==(const CheckedPieces& a, const CheckedPieces& b) {
+    return a.length == b.length && a.n == b.n && a.r == b.r && *a.placement == *b.placement;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const CheckedPieces& c) {
+    return H::combine(std::move(h), c.placement->hash(), c.length, c.n, c.r);
+  }
+};
+
 // A user placement gives two answers to what a rank holds: the pieces
-// held_pieces names (read for layouts of runs) and what restrict keeps (read
-// where index lists are made, e.g. beside a Ragged placement). Were they to
-// differ, one tensor would be laid out two ways: a silent wrong result. So the
-// first time a thread meets each (placement, length, n, r), for a placement
-// other than Shard and StridedShard (which tests check against torch.chunk)
-// and a dim short enough to list, the two are compared; a bounded set of the
-// checked calls keeps every later layout at one lookup. A placement is known
-// by its class and hash(): its parameters may change its pieces.
-void check_pieces_match_restrict(const Placement& p, int64_t dim, int64_t length, int64_t n,
-                                 int64_t r, const RangeList& pieces) {
+// held_pieces names (read for layouts of runs and by the view rules'
+// flat splits, rules/dim_map.cc) and what restrict keeps (read where index
+// lists are made, e.g. beside a Ragged placement). Were they to differ, one
+// tensor would be laid out two ways: a silent wrong result. So the first
+// time a thread meets each (placement, length, n, r), for a dim short
+// enough to list, the two are compared; a bounded set of the checked calls
+// keeps every later layout at one lookup. Shard and StridedShard are
+// exempt: tests check them against torch.chunk, and the planner makes
+// thousands of their layouts.
+void check_pieces_match_restrict(const PlacementPtr& p, size_t ndim, int64_t dim, int64_t length,
+                                 int64_t n, int64_t r, const RangeList& pieces) {
   constexpr int64_t kLongestChecked = 1 << 16;
   constexpr size_t kMostRemembered = 1 << 14;
-  if (length > kLongestChecked || typeid(p) == typeid(Shard) || typeid(p) == typeid(StridedShard)) {
+  if (length > kLongestChecked || exactly<Shard>(*p) != nullptr ||
+      exactly<StridedShard>(*p) != nullptr) {
     return;
   }
-  using Call = std::tuple<std::type_index, size_t, int64_t, int64_t, int64_t>;
-  thread_local absl::flat_hash_set<Call> checked;
-  const Call call{std::type_index(typeid(p)), p.hash(), length, n, r};
+  thread_local absl::flat_hash_set<CheckedPieces> checked;
+  CheckedPieces call{p, length, n, r};
   if (checked.contains(call)) return;
-  const RangeList kept = positions_restrict_keeps(p, dim, length, n, r);
+  const RangeList kept = positions_restrict_keeps(*p, ndim, dim, length, n, r);
   RangeList merged;  // touching pieces may come unmerged
   for (const ChunkRange& piece : pieces) append_run(merged, piece.begin, piece.end);
-  DTENSOR_CHECK(kept == merged, p.to_string(), ": held_pieces and restrict disagree on what rank ",
+  DTENSOR_CHECK(kept == merged, p->to_string(), ": held_pieces and restrict disagree on what rank ",
                 r, " of ", n, " holds of ", length, " positions: expected held_pieces to give ",
                 "what restrict keeps, ", describe_ranges(kept), "; found ",
                 describe_ranges(pieces));
-  if (checked.size() < kMostRemembered) checked.insert(call);
+  if (checked.size() >= kMostRemembered) checked.clear();
+  checked.insert(std::move(call));
 }
 
 // The runs each dim keeps when every splitting placement says which
@@ -204,12 +224,12 @@ std::optional<std::vector<RangeList>> held_runs(const std::vector<int64_t>& glob
       return std::nullopt;
     }
     RangeList& held = runs[*dim];
-    const std::optional<RangeList> pieces =
-        p.held_pieces(count_held(held), mesh_shape[i], coordinate[i]);
-    if (!pieces) return std::nullopt;
     const int64_t length = count_held(held);
+    const std::optional<RangeList> pieces = p.held_pieces(length, mesh_shape[i], coordinate[i]);
+    if (!pieces) return std::nullopt;
     held = indices_at(held, *pieces, p);
-    check_pieces_match_restrict(p, *dim, length, mesh_shape[i], coordinate[i], *pieces);
+    check_pieces_match_restrict(normalized[i], global_shape.size(), *dim, length, mesh_shape[i],
+                                coordinate[i], *pieces);
   }
   return runs;
 }
@@ -301,6 +321,13 @@ LocalLayout compute_local_layout(const std::vector<int64_t>& global_shape,
   return layout_of(
       global_shape, mesh_shape, coordinate,
       normalize_placements(placements, static_cast<int64_t>(global_shape.size()), mesh_shape));
+}
+
+std::optional<std::vector<RangeList>> compute_normalized_held_runs(
+    const std::vector<int64_t>& global_shape, const std::vector<int64_t>& mesh_shape,
+    const std::vector<int64_t>& coordinate, const std::vector<PlacementPtr>& normalized) {
+  check_layout_arguments(global_shape, mesh_shape, coordinate);
+  return held_runs(global_shape, mesh_shape, coordinate, normalized);
 }
 
 LocalLayout compute_normalized_local_layout(const std::vector<int64_t>& global_shape,

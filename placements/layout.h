@@ -84,6 +84,14 @@ LocalLayout compute_normalized_local_layout(const std::vector<int64_t>& global_s
                                             const std::vector<int64_t>& coordinate,
                                             const std::vector<PlacementPtr>& normalized);
 
+// What the rank at `coordinate` holds of each dim as runs of global
+// indices (LocalLayout::runs) for placements that normalize_placements
+// returned, without the rest of a layout; nullopt when some placement does
+// not say which positions it holds (Ragged, a user's without held_pieces).
+std::optional<std::vector<RangeList>> compute_normalized_held_runs(
+    const std::vector<int64_t>& global_shape, const std::vector<int64_t>& mesh_shape,
+    const std::vector<int64_t>& coordinate, const std::vector<PlacementPtr>& normalized);
+
 // The calling rank's local shape and global offset on `mesh`.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> compute_local_shape_and_global_offset(
     const std::vector<int64_t>& global_shape, const DeviceMesh& mesh,

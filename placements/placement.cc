@@ -109,14 +109,6 @@ int64_t count_held(const RangeList& ranges) {
   return n;
 }
 
-void append_run(RangeList& ranges, int64_t begin, int64_t end) {
-  if (!ranges.empty() && ranges.back().end == begin) {
-    ranges.back().end = end;
-  } else {
-    ranges.push_back({begin, end});
-  }
-}
-
 void keep_pieces(std::vector<int64_t>& indices, const RangeList& pieces) {
   std::vector<int64_t> kept;
   for (const ChunkRange& piece : pieces) {

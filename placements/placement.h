@@ -98,8 +98,14 @@ inline bool operator==(const ChunkRange& a, const ChunkRange& b) {
 int64_t count_held(const RangeList& ranges);
 // Appends [begin, end), which starts at or after the last range's end, to
 // `ranges`, merged with the last range when it touches it (so `ranges` stays
-// canonical).
-void append_run(RangeList& ranges, int64_t begin, int64_t end);
+// canonical). Inline: layouts call it per piece.
+inline void append_run(RangeList& ranges, int64_t begin, int64_t end) {
+  if (!ranges.empty() && ranges.back().end == begin) {
+    ranges.back().end = end;
+  } else {
+    ranges.push_back({begin, end});
+  }
+}
 
 class Placement;
 using PlacementPtr = std::shared_ptr<const Placement>;
@@ -173,9 +179,9 @@ class Placement {
   // StridedShard: its piece of each chunk). nullopt otherwise (the default).
   // Layouts made only of such placements, Replicate and Partial are computed
   // as runs of indices, without index lists (the planner makes thousands).
-  // The pieces are checked for order and range, and, for a dim of at most
-  // 65536 positions, against what `restrict` keeps: the first time each
-  // thread meets a (placement, length, n, r), Shard and StridedShard aside.
+  // The pieces are checked for order and range, and, for dims short enough
+  // to list, against what `restrict` keeps (placements/layout.cc: once per
+  // thread and (placement, length, n, r); Shard and StridedShard aside).
   virtual std::optional<RangeList> held_pieces(int64_t /*length*/, int64_t /*n*/,
                                                int64_t /*r*/) const {
     return std::nullopt;

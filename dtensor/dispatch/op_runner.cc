@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/op_name.h>
@@ -14,6 +15,7 @@
 #include <dtensor/redistribute/planner.h>
 #include <dtensor/rules/propagation_cache.h>
 #include <dtensor/rules/tensor_arguments.h>
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 

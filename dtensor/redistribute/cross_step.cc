@@ -80,6 +80,13 @@ std::optional<Box> box_of_lists(const LocalLayout& layout) {
   return box;
 }
 
+// How many elements `box` holds.
+int64_t elements(const Box& box) {
+  int64_t n = 1;
+  for (const RangeList& runs : box) n *= count_held(runs);
+  return n;
+}
+
 // How many elements `a` and `b` share.
 int64_t overlap(const Box& a, const Box& b) {
   int64_t n = 1;
@@ -103,26 +110,6 @@ bool pieces_disjoint(const std::vector<const Box*>& held, const Box& wanted) {
   return true;
 }
 
-// Whether `a` and `b` hold the same indices, in the same order, of every
-// tensor dim but `dim`.
-bool holds_alike_but(const LocalLayout& a, const LocalLayout& b, int64_t dim) {
-  const std::vector<RangeList>* a_runs = a.runs();
-  const std::vector<RangeList>* b_runs = b.runs();
-  if (a_runs != nullptr && b_runs != nullptr) {
-    for (size_t d = 0; d < a_runs->size(); ++d) {
-      if (static_cast<int64_t>(d) != dim && (*a_runs)[d] != (*b_runs)[d]) return false;
-    }
-    return true;
-  }
-  const std::vector<std::vector<int64_t>>& have = a.global_indices();
-  const std::vector<std::vector<int64_t>>& want = b.global_indices();
-  if (want.size() != have.size()) return false;
-  for (size_t d = 0; d < want.size(); ++d) {
-    if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
-  }
-  return true;
-}
-
 // The groups of mesh dims [first, last] on a row-major mesh: the members of
 // a group lie `inner` apart from its first (lowest) one, its leader.
 struct GroupStrides {
@@ -141,7 +128,7 @@ struct GroupStrides {
 }  // namespace
 
 RankLayouts::RankLayouts(DTensorSpecPtr spec)
-    : spec_(std::move(spec)), layouts_(spec_->mesh().size()), boxes_(spec_->mesh().size()) {
+    : spec_(std::move(spec)), held_(spec_->mesh().size()) {
   const std::vector<int64_t>& mesh_shape = spec_->mesh().shape();
   const std::vector<PlacementPtr>& placements = spec_->placements();
   sharer_.resize(spec_->mesh().size());
@@ -162,17 +149,55 @@ RankLayouts::RankLayouts(DTensorSpecPtr spec)
 const LocalLayout& RankLayouts::layout(int64_t rank) const {
   // The spec made the calling rank's already.
   if (sharer_[rank] == calling_sharer_) return spec_->local_layout();
+  if (layouts_.empty()) layouts_.resize(held_.size());
   std::optional<LocalLayout>& layout = layouts_[sharer_[rank]];
   if (!layout) layout = spec_->layout_at(grid_coordinate(sharer_[rank], spec_->mesh().shape()));
   return *layout;
 }
 
+const RankLayouts::Held& RankLayouts::held(int64_t rank) const {
+  std::optional<Held>& held = held_[sharer_[rank]];
+  if (held) return *held;
+  held.emplace();
+  std::optional<Box> runs;
+  if (sharer_[rank] == calling_sharer_) {
+    if (const Box* own = spec_->local_layout().runs()) runs = *own;
+  } else {
+    runs = compute_normalized_held_runs(spec_->shape(), spec_->mesh().shape(),
+                                        grid_coordinate(sharer_[rank], spec_->mesh().shape()),
+                                        spec_->placements());
+  }
+  if (runs) {
+    held->box = std::move(runs);
+  } else {
+    held->box = box_of_lists(layout(rank));
+    held->from_lists = true;
+  }
+  return *held;
+}
+
 const Box* RankLayouts::box(int64_t rank) const {
-  const LocalLayout& held = layout(rank);
-  if (const std::vector<RangeList>* runs = held.runs()) return runs;
-  std::optional<std::optional<Box>>& box = boxes_[sharer_[rank]];
-  if (!box) box = box_of_lists(held);
-  return *box ? &**box : nullptr;
+  const std::optional<Box>& box = held(rank).box;
+  return box ? &*box : nullptr;
+}
+
+bool RankLayouts::holds_alike_but(const RankLayouts& other, int64_t rank, int64_t dim) const {
+  const Held& mine = held(rank);
+  const Held& theirs = other.held(rank);
+  if (!mine.from_lists && !theirs.from_lists) {
+    if (!mine.box || !theirs.box || mine.box->size() != theirs.box->size()) return false;
+    for (size_t d = 0; d < mine.box->size(); ++d) {
+      if (static_cast<int64_t>(d) != dim && (*mine.box)[d] != (*theirs.box)[d]) return false;
+    }
+    return true;
+  }
+  const std::vector<std::vector<int64_t>>& have = layout(rank).global_indices();
+  const std::vector<std::vector<int64_t>>& want = other.layout(rank).global_indices();
+  if (want.size() != have.size()) return false;
+  for (size_t d = 0; d < want.size(); ++d) {
+    if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
+  }
+  return true;
 }
 
 std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const RankLayouts& to,
@@ -211,7 +236,7 @@ std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const
     }
     const std::pair<int64_t, int64_t> group_and_wanted(leader, to.sharer(rank));
     if (!exact.contains(group_and_wanted)) {
-      if (covered != to.layout(rank).local_numel() || !pieces_disjoint(holders, *wanted)) {
+      if (covered != elements(*wanted) || !pieces_disjoint(holders, *wanted)) {
         return std::nullopt;
       }
       exact.insert(group_and_wanted);
@@ -241,7 +266,7 @@ bool groups_hold_their_targets(const RankLayouts& from, const RankLayouts& to, i
     for (int64_t rank = leader; rank < group.end_of(leader); rank += group.inner) {
       const Box* have = from.box(rank);
       if (have == nullptr || to.box(rank) == nullptr) return false;
-      if (!holds_alike_but(from.layout(rank), to.layout(rank), dim)) return false;
+      if (!from.holds_alike_but(to, rank, dim)) return false;
       held = unite(held, (*have)[dim]);
     }
     for (int64_t rank = leader; rank < group.end_of(leader); rank += group.inner) {

@@ -22,30 +22,41 @@ namespace dtensor::redistribute_internal {
 // lists as sets.
 using Box = std::vector<RangeList>;
 
-// Every rank's layout of one spec, and its index lists as runs, each made
-// on first use and kept. The planner asks for the same ranks of the same
-// state at many of its steps; a layout costs far more than the lookup.
-// Ranks that differ only in Replicate and Partial mesh dims (which restrict
-// nothing) share one layout.
+// What every rank holds of one spec, as runs per dim, each made on first
+// use and kept. The planner asks for the same ranks of the same state at
+// many of its steps; a layout costs far more than the lookup. Where every
+// placement says which positions it holds (Placement::held_pieces), only
+// the runs are made, not whole layouts. Ranks that differ only in
+// Replicate and Partial mesh dims (which restrict nothing) share one.
 class RankLayouts {
  public:
   explicit RankLayouts(DTensorSpecPtr spec);
 
   const DTensorSpec& spec() const { return *spec_; }
-  // What the rank at flat position `rank` of the mesh holds.
-  const LocalLayout& layout(int64_t rank) const;
-  // Its index lists as runs; nullptr when the layout merges leading dims.
+  // What the rank at flat position `rank` of the mesh holds, as runs of
+  // global indices per dim (of its index lists, as sets, where a placement
+  // gives only lists); nullptr when the layout merges leading dims.
   const Box* box(int64_t rank) const;
+  // Whether `rank` holds the same indices, in the same local order, here as
+  // in `other` along every tensor dim but `dim`.
+  bool holds_alike_but(const RankLayouts& other, int64_t rank, int64_t dim) const;
   // The rank whose layout `rank` shares: ranks of one sharer hold alike.
   int64_t sharer(int64_t rank) const { return sharer_[rank]; }
 
  private:
+  struct Held {
+    std::optional<Box> box;
+    bool from_lists = false;  // the box is a set: the lists' order is the layout's
+  };
+  const Held& held(int64_t rank) const;
+  const LocalLayout& layout(int64_t rank) const;
+
   DTensorSpecPtr spec_;
   std::vector<int64_t> sharer_;  // by rank: the rank whose layout it shares
   int64_t calling_sharer_ = -1;  // the calling rank's sharer, when it is in the mesh
+  mutable std::vector<std::optional<Held>> held_;  // by sharer
+  // By sharer, for placements that give only index lists; sized on first use.
   mutable std::vector<std::optional<LocalLayout>> layouts_;
-  // By sharer: the boxes of layouts that hold no runs of their own.
-  mutable std::vector<std::optional<std::optional<Box>>> boxes_;
 };
 
 // What the exchange moves, at the busiest rank.

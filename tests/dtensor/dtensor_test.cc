@@ -18,6 +18,7 @@
 #include <dtensor/placements/placements.h>
 #include <dtensor/placements/spec.h>
 #include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/rules/propagation_cache.h>
 #include "tests/support/expect_error.h"
 #include "tests/support/layout_reference.h"
 
@@ -362,10 +363,16 @@ TEST(DTensorTest, EqualUnsharedSpecsRunOnTheShards) {
     std::optional<DTensor> sum, product, flat, partial_sum;
     {
       CollectiveCounter counter;
+      // Equal specs make equal keys: the layouts chosen for a + a and p + p
+      // serve a + b and p + q.
+      at::Tensor warm = a.tensor() + a.tensor();
+      warm = p.tensor() + p.tensor();
+      const int64_t cached = propagation_cache_size();
       sum = DTensor(a.tensor() + b.tensor());
+      partial_sum = DTensor(p.tensor() + q.tensor());
+      EXPECT_EQ(propagation_cache_size(), cached);
       product = DTensor(at::mm(a.tensor(), weight.tensor()));
       flat = DTensor(a.tensor().view({-1}));
-      partial_sum = DTensor(p.tensor() + q.tensor());
       EXPECT_EQ(counter.total(), 0);
     }
     EXPECT_EQ(flat->to_local().data_ptr(), a.to_local().data_ptr());

@@ -374,37 +374,80 @@ TEST(LayoutTest, HeldPiecesGiveWhatRestrictKeeps) {
       "found [0, 1)");
 }
 
-// A plugin whose two answers differ: restrict keeps a rank's last position
-// of each dim, held_pieces names its first.
-class PiecesDisagree final : public Placement {
+// A plugin that keeps one position of dim 1 per rank: restrict keeps
+// position `keeps_`, held_pieces names position `says_` (the plugin's bug
+// when they differ). Its hash ignores both, as hash() may.
+class KeepsOnePosition final : public Placement {
  public:
-  std::string to_string() const override { return "PiecesDisagree"; }
-  std::string kind() const override { return "PD"; }
-  bool equals(const Placement& other) const override { return &other == this; }
+  KeepsOnePosition(int64_t keeps, int64_t says) : keeps_(keeps), says_(says) {}
+  std::string to_string() const override {
+    return "KeepsOnePosition(" + std::to_string(keeps_) + "," + std::to_string(says_) + ")";
+  }
+  std::string kind() const override { return "K"; }
+  bool equals(const Placement& other) const override {
+    const auto* same = exactly<KeepsOnePosition>(other);
+    return same != nullptr && same->keeps_ == keeps_ && same->says_ == says_;
+  }
   size_t hash() const override { return 4; }
   std::optional<int64_t> split_dim() const override { return 1; }
   PlacementPtr normalized(int64_t) const override {
-    return std::make_shared<const PiecesDisagree>();
+    return std::make_shared<const KeepsOnePosition>(keeps_, says_);
   }
   void restrict(LayoutIndices& indices, int64_t, int64_t) const override {
     std::vector<int64_t>& along = indices.along(1);
-    along.erase(along.begin(), along.end() - 1);
+    along = {along[keeps_]};
   }
   std::optional<RangeList> held_pieces(int64_t, int64_t, int64_t) const override {
-    return RangeList{{0, 1}};
+    return RangeList{{says_, says_ + 1}};
+  }
+
+ private:
+  int64_t keeps_, says_;
+};
+
+// Keeps indices by value (odd ones on rank 1): held_pieces, which names
+// positions, cannot describe that, though it matches on a dim no earlier
+// mesh dim narrowed.
+class KeepsByValue final : public Placement {
+ public:
+  std::string to_string() const override { return "KeepsByValue"; }
+  std::string kind() const override { return "KV"; }
+  bool equals(const Placement& other) const override {
+    return exactly<KeepsByValue>(other) != nullptr;
+  }
+  size_t hash() const override { return 5; }
+  std::optional<int64_t> split_dim() const override { return 0; }
+  PlacementPtr normalized(int64_t) const override { return std::make_shared<const KeepsByValue>(); }
+  void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override {
+    std::vector<int64_t>& along = indices.along(0);
+    along.erase(std::remove_if(along.begin(), along.end(), [&](int64_t i) { return i % n != r; }),
+                along.end());
+  }
+  std::optional<RangeList> held_pieces(int64_t length, int64_t n, int64_t r) const override {
+    RangeList held;
+    for (int64_t i = r; i < length; i += n) held.push_back({i, i + 1});
+    return held;
   }
 };
 
 TEST(LayoutTest, HeldPiecesThatDisagreeWithRestrictAreRefused) {
+  const auto layout_with = [](PlacementPtr p) {
+    return compute_local_layout({4, 6}, {2}, {1}, {std::move(p)});
+  };
+  DTENSOR_EXPECT_ERROR(layout_with(std::make_shared<const KeepsOnePosition>(5, 0)),
+                       "KeepsOnePosition(5,0): held_pieces and restrict disagree on what rank 1 "
+                       "of 2 holds of 6 positions: expected held_pieces to give what restrict "
+                       "keeps, [5, 6); found [0, 1)");
+  // An agreeing placement of the same class and hash, checked first, does
+  // not vouch for another (equals() tells them apart).
+  EXPECT_EQ(layout_with(std::make_shared<const KeepsOnePosition>(2, 2)).global_offset,
+            (Shape{0, 2}));
+  DTENSOR_EXPECT_ERROR(layout_with(std::make_shared<const KeepsOnePosition>(3, 2)),
+                       "KeepsOnePosition(3,2): held_pieces and restrict disagree");
   DTENSOR_EXPECT_ERROR(
-      compute_local_layout({4, 6}, {2}, {1}, {std::make_shared<const PiecesDisagree>()}),
-      "PiecesDisagree: held_pieces and restrict disagree on what rank 1 of 2 holds of 6 "
-      "positions: expected held_pieces to give what restrict keeps, [5, 6); found [0, 1)");
-  // Each (length, n, r) is checked on its own: another rank fails alike.
-  DTENSOR_EXPECT_ERROR(
-      compute_local_layout({4, 6}, {2}, {0}, {std::make_shared<const PiecesDisagree>()}),
-      "holds of 6 positions: expected held_pieces to give what restrict keeps, [5, 6); found "
-      "[0, 1)");
+      compute_local_layout({6}, {2}, {1}, {std::make_shared<const KeepsByValue>()}),
+      "KeepsByValue: held_pieces and restrict disagree on what rank 1 of 2 holds of 6 positions: "
+      "expected held_pieces to give what restrict keeps, [0, 6); found [1, 2), [3, 4), [5, 6)");
 }
 
 // A user placement may narrow a dim without naming it its split dim: its
