@@ -110,6 +110,17 @@ bool pieces_disjoint(const std::vector<const Box*>& held, const Box& wanted) {
   return true;
 }
 
+// Whether `a` and `b` (per tensor dim: runs or index lists) agree on every
+// dim but `dim`.
+template <typename PerDim>
+bool equal_but(const PerDim& a, const PerDim& b, int64_t dim) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d) {
+    if (static_cast<int64_t>(d) != dim && a[d] != b[d]) return false;
+  }
+  return true;
+}
+
 // The groups of mesh dims [first, last] on a row-major mesh: the members of
 // a group lie `inner` apart from its first (lowest) one, its leader.
 struct GroupStrides {
@@ -184,20 +195,9 @@ const Box* RankLayouts::box(int64_t rank) const {
 bool RankLayouts::holds_alike_but(const RankLayouts& other, int64_t rank, int64_t dim) const {
   const Held& mine = held(rank);
   const Held& theirs = other.held(rank);
-  if (!mine.from_lists && !theirs.from_lists) {
-    if (!mine.box || !theirs.box || mine.box->size() != theirs.box->size()) return false;
-    for (size_t d = 0; d < mine.box->size(); ++d) {
-      if (static_cast<int64_t>(d) != dim && (*mine.box)[d] != (*theirs.box)[d]) return false;
-    }
-    return true;
-  }
-  const std::vector<std::vector<int64_t>>& have = layout(rank).global_indices();
-  const std::vector<std::vector<int64_t>>& want = other.layout(rank).global_indices();
-  if (want.size() != have.size()) return false;
-  for (size_t d = 0; d < want.size(); ++d) {
-    if (static_cast<int64_t>(d) != dim && want[d] != have[d]) return false;
-  }
-  return true;
+  // Runs keep the lists' order (rising); a box made of lists does not.
+  if (!mine.from_lists && !theirs.from_lists) return equal_but(*mine.box, *theirs.box, dim);
+  return equal_but(layout(rank).global_indices(), other.layout(rank).global_indices(), dim);
 }
 
 std::optional<GroupExchange> exact_group_exchange(const RankLayouts& from, const RankLayouts& to,

@@ -45,7 +45,7 @@ class RankLayouts {
 
  private:
   struct Held {
-    std::optional<Box> box;
+    std::optional<Box> box;   // always set unless from_lists (nullopt: merged rows)
     bool from_lists = false;  // the box is a set: the lists' order is the layout's
   };
   const Held& held(int64_t rank) const;
