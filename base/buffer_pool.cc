@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <mutex>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <absl/container/flat_hash_map.h>
+#include <absl/synchronization/mutex.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/Storage.h>
 #include <c10/core/TensorImpl.h>
@@ -65,7 +65,7 @@ class BufferPool {
     void* data = std::aligned_alloc(kAlignment, static_cast<size_t>(size));
     DTENSOR_CHECK(data != nullptr, "buffer pool: allocating ", size,
                   " bytes: expected memory, found none");
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const absl::MutexLock lock(&mutex_);
     in_use_bytes_ += size;
     ++misses_;
     return new Block{data, size};
@@ -74,7 +74,7 @@ class BufferPool {
   void give_back(Block* block) {
     std::vector<Block*> evicted;
     {
-      const std::lock_guard<std::mutex> lock(mutex_);
+      const absl::MutexLock lock(&mutex_);
       in_use_bytes_ -= block->bytes;
       if (block->bytes > capacity_) {
         evicted.push_back(block);
@@ -89,7 +89,7 @@ class BufferPool {
   }
 
   int64_t capacity() {
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const absl::MutexLock lock(&mutex_);
     return capacity_;
   }
 
@@ -97,7 +97,7 @@ class BufferPool {
     DTENSOR_CHECK(bytes >= 0, "buffer pool capacity: expected at least 0 bytes, found ", bytes);
     std::vector<Block*> evicted;
     {
-      const std::lock_guard<std::mutex> lock(mutex_);
+      const absl::MutexLock lock(&mutex_);
       capacity_ = bytes;
       evict_for(capacity_, evicted);
     }
@@ -107,14 +107,14 @@ class BufferPool {
   void release() {
     std::vector<Block*> evicted;
     {
-      const std::lock_guard<std::mutex> lock(mutex_);
+      const absl::MutexLock lock(&mutex_);
       evict_for(0, evicted);
     }
     free_blocks(evicted);
   }
 
   BufferPoolStats stats() {
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const absl::MutexLock lock(&mutex_);
     int64_t blocks = 0;
     for (const auto& [size, idle] : idle_by_size_) blocks += static_cast<int64_t>(idle.size());
     return BufferPoolStats{capacity_, cached_bytes_, blocks, in_use_bytes_, hits_, misses_};
@@ -127,7 +127,7 @@ class BufferPool {
 
   // An idle block of `size` bytes, now in use; nullptr when there is none.
   Block* take_idle(int64_t size) {
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const absl::MutexLock lock(&mutex_);
     auto it = idle_by_size_.find(size);
     if (it == idle_by_size_.end() || it->second.empty()) return nullptr;
     Block* block = it->second.back();
@@ -174,7 +174,11 @@ class BufferPool {
     block->newer = block->older = nullptr;
   }
 
-  std::mutex mutex_;
+  // absl::Mutex spins briefly before it sleeps: the local backend's ranks
+  // (threads) allocate at the same moments, and a sleep on this short lock
+  // cost more than a small redistribute (R -> S(0) of 16 KiB on 4 ranks:
+  // 10.8 us with std::mutex, 3.8 us with this).
+  absl::Mutex mutex_;
   int64_t capacity_;
   int64_t cached_bytes_ = 0;
   int64_t in_use_bytes_ = 0;

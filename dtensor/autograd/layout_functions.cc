@@ -33,9 +33,12 @@ at::Tensor redistribute_local(const at::Tensor& tensor, const DTensorSpecPtr& ta
   return make_dtensor_tensor(shard_after(*impl, *plan, consume), plan->target);
 }
 
-DTensorSpecPtr gradient_spec(const DTensorSpec& spec) {
+// The layout a gradient of a tensor of `spec` takes: `spec` itself (shared)
+// unless it holds a Partial, which the gradient replicates.
+DTensorSpecPtr gradient_spec(const DTensorSpecPtr& spec) {
+  if (!spec->has_partial()) return spec;
   return std::make_shared<const DTensorSpec>(
-      spec.with_placements(gradient_placements(spec.placements())));
+      spec->with_placements(gradient_placements(spec->placements())));
 }
 
 // The backward of a layout function: hands the incoming gradient (undefined
@@ -75,10 +78,16 @@ at::Tensor from_local_backward(const at::Tensor& grad, const DTensorSpecPtr& loc
   return to_local_with_grad(redistribute_with_grad(grad, local_grad), nullptr);
 }
 
+// Records the backward of `output` made from `input`, when `input` needs a
+// gradient: `gradient` brings it to `grad_spec`, or, when null, to the
+// gradient spec of `forward_spec` (made only then: most calls record
+// nothing).
 void record(const at::Tensor& input, at::Tensor& output, const char* name,
-            LayoutBackward::Gradient gradient, DTensorSpecPtr spec) {
+            LayoutBackward::Gradient gradient, const DTensorSpecPtr& grad_spec,
+            const DTensorSpecPtr& forward_spec) {
   if (!torch::autograd::compute_requires_grad(input)) return;
-  auto node = make_autograd_node<LayoutBackward>(name, gradient, std::move(spec));
+  auto node = make_autograd_node<LayoutBackward>(
+      name, gradient, grad_spec ? grad_spec : gradient_spec(forward_spec));
   node->set_next_edges(torch::autograd::collect_next_edges(input));
   torch::autograd::set_history(output, node);
 }
@@ -102,8 +111,8 @@ at::Tensor redistribute_recorded(const at::Tensor& tensor, const DTensorSpecPtr&
     out = make_dtensor_tensor(impl->local(), impl->spec());
     out.unsafeGetTensorImpl()->set_version_counter(tensor.unsafeGetTensorImpl()->version_counter());
   }
-  record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward,
-         grad_spec ? grad_spec : gradient_spec(*impl->spec()));
+  record(tensor, out, "dtensor::RedistributeBackward", redistribute_backward, grad_spec,
+         impl->spec());
   return out;
 }
 
@@ -146,16 +155,14 @@ at::Tensor to_local_with_grad(const at::Tensor& tensor, const DTensorSpecPtr& gr
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     out = impl->local().alias();
   }
-  record(tensor, out, "dtensor::ToLocalBackward", to_local_backward,
-         grad_spec ? grad_spec : gradient_spec(*impl->spec()));
+  record(tensor, out, "dtensor::ToLocalBackward", to_local_backward, grad_spec, impl->spec());
   return out;
 }
 
 at::Tensor from_local_with_grad(const at::Tensor& local, const DTensorSpecPtr& spec,
                                 const DTensorSpecPtr& grad_spec) {
   at::Tensor out = make_dtensor_tensor(local.detach(), spec);
-  record(local, out, "dtensor::FromLocalBackward", from_local_backward,
-         grad_spec ? grad_spec : gradient_spec(*spec));
+  record(local, out, "dtensor::FromLocalBackward", from_local_backward, grad_spec, spec);
   return out;
 }
 

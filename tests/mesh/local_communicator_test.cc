@@ -222,6 +222,28 @@ TEST(LocalCommunicatorTest, AllGatherAlongDisagreeingShapesAllThrow) {
   EXPECT_EQ(errors.load(), 2);
 }
 
+// A rank that arrives early polls for its peers, then sleeps
+// (local_communicator.h): peers arriving within the poll, and late ones that
+// must wake sleepers, meet in the same collective every time, and each
+// result is that collective's.
+TEST(LocalCommunicatorTest, EarlyAndLateArrivalsMeetInEveryCollective) {
+  run_ranks(4, [](int rank) {
+    auto world = local_world();
+    for (int i = 0; i < 120; ++i) {
+      // Every third call one rank comes late, past the poll window.
+      if (i % 3 == 0 && i / 3 % 4 == rank) {
+        std::this_thread::sleep_for(std::chrono::microseconds(600));
+      }
+      at::Tensor sum = at::full({3}, static_cast<double>(10 * i + rank), at::kDouble);
+      world->all_reduce(sum, ReduceOp::kSum);
+      ASSERT_TRUE(at::equal(sum, at::full({3}, 40.0 * i + 6, at::kDouble))) << "call " << i;
+      at::Tensor gathered = at::empty({4}, at::kLong);
+      world->all_gather(at::full({1}, int64_t{100} * i + rank), gathered);
+      ASSERT_TRUE(at::equal(gathered, at::arange(4, at::kLong) + 100 * i)) << "call " << i;
+    }
+  });
+}
+
 TEST(LocalCommunicatorTest, FailingRankReleasesPeersAndIsRethrown) {
   try {
     run_ranks(4, [](int rank) {
