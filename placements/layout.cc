@@ -98,19 +98,12 @@ LayoutIndices restricted_indices(const std::vector<int64_t>& global_shape,
 }
 
 // Of the indices `runs` hold, in order, those at the positions `pieces`
-// name. Checks the pieces, which a user placement may give.
-RangeList indices_at(const RangeList& runs, const RangeList& pieces, const Placement& p) {
-  const int64_t length = count_held(runs);
+// (checked_held_pieces') name.
+RangeList indices_at(const RangeList& runs, const RangeList& pieces) {
   RangeList kept;
   size_t run = 0;
   int64_t run_start = 0;  // the position of runs[run].begin
-  int64_t previous_end = 0;
   for (const ChunkRange& piece : pieces) {
-    DTENSOR_CHECK(previous_end <= piece.begin && piece.begin < piece.end && piece.end <= length,
-                  p.to_string(),
-                  ": held_pieces: expected non-empty pieces in rising order within [0, ", length,
-                  "), found [", piece.begin, ", ", piece.end, ")");
-    previous_end = piece.end;
     // Sums are grouped so that none passes `length` (near INT64_MAX).
     for (int64_t position = piece.begin; position < piece.end;) {
       while (position - run_start >= runs[run].end - runs[run].begin) {
@@ -224,17 +217,33 @@ std::optional<std::vector<RangeList>> held_runs(const std::vector<int64_t>& glob
       return std::nullopt;
     }
     RangeList& held = runs[*dim];
-    const int64_t length = count_held(held);
-    const std::optional<RangeList> pieces = p.held_pieces(length, mesh_shape[i], coordinate[i]);
+    const std::optional<RangeList> pieces = checked_held_pieces(
+        normalized[i], global_shape.size(), count_held(held), mesh_shape[i], coordinate[i]);
     if (!pieces) return std::nullopt;
-    held = indices_at(held, *pieces, p);
-    check_pieces_match_restrict(normalized[i], global_shape.size(), *dim, length, mesh_shape[i],
-                                coordinate[i], *pieces);
+    held = indices_at(held, *pieces);
   }
   return runs;
 }
 
 }  // namespace
+
+std::optional<RangeList> checked_held_pieces(const PlacementPtr& p, size_t ndim, int64_t length,
+                                             int64_t n, int64_t r) {
+  const std::optional<int64_t> dim = p->split_dim();
+  if (!dim) return std::nullopt;
+  std::optional<RangeList> pieces = p->held_pieces(length, n, r);
+  if (!pieces) return std::nullopt;
+  int64_t previous_end = 0;
+  for (const ChunkRange& piece : *pieces) {
+    DTENSOR_CHECK(previous_end <= piece.begin && piece.begin < piece.end && piece.end <= length,
+                  p->to_string(),
+                  ": held_pieces: expected non-empty pieces in rising order within [0, ", length,
+                  "), found [", piece.begin, ", ", piece.end, ")");
+    previous_end = piece.end;
+  }
+  check_pieces_match_restrict(p, ndim, *dim, length, n, r, *pieces);
+  return pieces;
+}
 
 struct LocalLayout::IndexLists {
   // Set once `lists` is made. Checked twice around the mutex rather than

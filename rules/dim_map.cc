@@ -8,6 +8,7 @@
 #include <ATen/TensorUtils.h>
 
 #include <dtensor/base/check.h>
+#include <dtensor/placements/layout.h>
 #include <dtensor/placements/replicate.h>
 #include <dtensor/placements/shard.h>
 #include <dtensor/placements/strided_shard.h>
@@ -56,14 +57,16 @@ struct FlatSplit {
   std::vector<ChunkRange> pieces;
 };
 
-// The flat split that `p` makes of dim `j` of `shape` (a group's dims) over
-// `n` ranks: a StridedShard's blocks are its split factor times the dims
-// before, each cut by torch.chunk; a placement of even blocks must say which
-// block each rank keeps. nullopt for any other split.
-std::optional<FlatSplit> flat_split(const Placement& p, const std::vector<int64_t>& shape, size_t j,
-                                    int64_t n) {
-  const std::optional<int64_t> strided = p.strided_blocks();
-  if (!strided && !p.fills_role(RuleRole::kEvenBlocks)) return std::nullopt;
+// The flat split that `p` makes of dim `j` of `shape` (a group's dims of a
+// tensor of `tensor_ndim` dims) over `n` ranks: a StridedShard's blocks are
+// its split factor times the dims before, each cut by torch.chunk; a
+// placement of even blocks must say which block each rank keeps, checked as
+// layouts check it (checked_held_pieces: every rank's, not only the calling
+// one's). nullopt for any other split.
+std::optional<FlatSplit> flat_split(const PlacementPtr& p, size_t tensor_ndim,
+                                    const std::vector<int64_t>& shape, size_t j, int64_t n) {
+  const std::optional<int64_t> strided = p->strided_blocks();
+  if (!strided && !p->fills_role(RuleRole::kEvenBlocks)) return std::nullopt;
   const int64_t factor = strided.value_or(1);
   if (shape[j] % factor != 0) return std::nullopt;
   FlatSplit split{
@@ -73,7 +76,7 @@ std::optional<FlatSplit> flat_split(const Placement& p, const std::vector<int64_
       split.pieces.push_back(torch_chunk_range(split.length, n, r));
       continue;
     }
-    const std::optional<RangeList> held = p.held_pieces(split.length, n, r);
+    const std::optional<RangeList> held = checked_held_pieces(p, tensor_ndim, split.length, n, r);
     if (!held || held->size() > 1) return std::nullopt;
     split.pieces.push_back(held->empty() ? ChunkRange{0, 0} : held->front());
   }
@@ -137,8 +140,8 @@ PlacementPtr regrouped_split(const OpCall& call, int64_t m, const std::vector<in
   if (product(in_piece, 0, in_piece.size()) == 0) return nullptr;
   std::vector<int64_t> read;
   for (int64_t k = 0; k <= m; ++k) {
-    const Placement& q = *call.placement(0, k);
-    const std::vector<int64_t> dims = split_tensor_dims(q);
+    const PlacementPtr& q = call.placement(0, k);
+    const std::vector<int64_t> dims = split_tensor_dims(*q);
     const auto in_group = [&](int64_t dim) {
       return dim >= static_cast<int64_t>(i0) && dim < static_cast<int64_t>(i);
     };
@@ -146,7 +149,7 @@ PlacementPtr regrouped_split(const OpCall& call, int64_t m, const std::vector<in
     if (dims.size() != 1) return nullptr;
     const int64_t n = call.mesh().size(k);
     const size_t j = dims[0] - i0;
-    const std::optional<FlatSplit> split = flat_split(q, in_piece, j, n);
+    const std::optional<FlatSplit> split = flat_split(q, in.size(), in_piece, j, n);
     if (!split) return nullptr;
     const std::optional<OutputSplit> target = output_split(*split, out_piece);
     if (!target) return nullptr;

@@ -14,8 +14,10 @@
 #include <vector>
 
 #include <dtensor/dispatch/dispatch.h>
+#include <dtensor/placements/placement.h>
 #include <dtensor/redistribute/collective_counter.h>
 #include "tests/rules/rules_test_util.h"
+#include "tests/support/expect_error.h"
 
 namespace dtensor {
 namespace {
@@ -163,6 +165,69 @@ TEST(ViewRegroupTest, SplitsWithNoSuchLayoutGatherExactly) {
     const DeviceMesh mesh = init_device_mesh("local", {2, 2});
     check(mesh, {6, 5, 3}, "R,S(1)", {6, 15});
     check(mesh, {6, 5, 3}, "S(1),S(1)", {30, 3});
+  });
+}
+
+// A user placement of even blocks (RuleRole::kEvenBlocks) on columns: rank r
+// keeps torch.chunk's block r. `truthful` says so in held_pieces; otherwise
+// it says every rank holds block 0, which rank 0's own layout cannot tell.
+class ColumnBlocks final : public Placement {
+ public:
+  explicit ColumnBlocks(bool truthful) : truthful_(truthful) {}
+  std::string to_string() const override { return truthful_ ? "CB" : "CB(lying)"; }
+  std::string kind() const override { return "CB"; }
+  bool equals(const Placement& other) const override {
+    const auto* same = exactly<ColumnBlocks>(other);
+    return same != nullptr && same->truthful_ == truthful_;
+  }
+  size_t hash() const override { return truthful_ ? 7 : 8; }
+  std::optional<int64_t> split_dim() const override { return 1; }
+  bool splits_into_ordered_blocks() const override { return true; }
+  bool fills_role(RuleRole role) const override { return role == RuleRole::kEvenBlocks; }
+  PlacementPtr normalized(int64_t) const override {
+    return std::make_shared<const ColumnBlocks>(truthful_);
+  }
+  void restrict(LayoutIndices& indices, int64_t n, int64_t r) const override {
+    std::vector<int64_t>& along = indices.along(1);
+    keep_range(along, torch_chunk_range(static_cast<int64_t>(along.size()), n, r));
+  }
+  std::optional<RangeList> held_pieces(int64_t length, int64_t n, int64_t r) const override {
+    const ChunkRange block = torch_chunk_range(length, n, truthful_ ? r : 0);
+    std::optional<RangeList> pieces(std::in_place);
+    if (block.begin < block.end) pieces->push_back(block);
+    return pieces;
+  }
+
+ private:
+  bool truthful_;
+};
+
+// The view rules read every rank's pieces of such a placement (flat_split,
+// through checked_held_pieces as layouts do): a truthful one flattens into a
+// strided split without communication, exact.
+TEST(ViewRegroupTest, UserEvenBlocksAreReadAsTheirLayoutIsChecked) {
+  const at::Tensor global = iota({4, 6}, 1, at::kDouble);
+  const auto shard_of = [&](int rank, bool truthful) {
+    FromLocalOptions options;
+    options.run_check = false;
+    options.shape = std::vector<int64_t>{4, 6};
+    return from_local(global.narrow(1, 3 * rank, 3).contiguous(), init_device_mesh("local", {2}),
+                      {std::make_shared<const ColumnBlocks>(truthful)}, options);
+  };
+  run_ranks(2, [&](int rank) {
+    const DTensor x = shard_of(rank, /*truthful=*/true);
+    CollectiveCounter counter;
+    const at::Tensor y = x.tensor().view({24});
+    EXPECT_EQ(counter.total(), 0);
+    EXPECT_DT(y, global.view({24}), "SS(0,4)");
+  });
+  // A lying one is refused on every rank as the DTensor is made: rank 0 reads
+  // rank 1's layout too (the smallest shard of each dim).
+  run_ranks(2, [&](int rank) {
+    DTENSOR_EXPECT_ERROR(shard_of(rank, /*truthful=*/false),
+                         "CB(lying): held_pieces and restrict disagree on what rank 1 of 2 "
+                         "holds of 6 positions: expected held_pieces to give what restrict "
+                         "keeps, [3, 6); found [0, 3)");
   });
 }
 
