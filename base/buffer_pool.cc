@@ -42,9 +42,8 @@ int64_t default_capacity() {
   return std::min(std::max<int64_t>(physical, 0) / 8, kMaxDefaultCapacity);
 }
 
-// One allocation. While idle it is linked into the pool's recency list.
-// Tells the core this thread is polling (a hint; nothing elsewhere).
-inline void relax_cpu() {
+// Tells the core this thread is polling (a no-op on other architectures).
+void relax_cpu() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -62,6 +61,9 @@ inline void relax_cpu() {
 class YieldingMutex {
  public:
   void lock() {
+    // The critical sections are a few hash-map operations: a holder running
+    // on another core lets go within the spins; one that lost its core needs
+    // the yields; after both, this thread sleeps.
     constexpr int kSpins = 32, kYields = 32;
     for (int i = 0; i < kSpins + kYields; ++i) {
       if (mutex_.try_lock()) return;
@@ -79,6 +81,7 @@ class YieldingMutex {
   std::mutex mutex_;
 };
 
+// One allocation. While idle it is linked into the pool's recency list.
 struct Block {
   void* data = nullptr;
   int64_t bytes = 0;  // its size class

@@ -167,10 +167,12 @@ class LocalGroup {
   void arrive_and_wait(std::string_view call) {
     if (failure_->failed()) failure_->throw_failure(call);
     // Read before arriving: it cannot move on until this rank has arrived.
-    const uint64_t generation = generation_.load(std::memory_order_acquire);
+    const uint64_t generation = generation_.load(std::memory_order_relaxed);
     // acq_rel: the last to arrive sees every rank's posted call, and passes
     // them on to the others through the generation.
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
+      // Relaxed: the next barrier's ranks arrive only after they see the
+      // generation move, which this store precedes.
       arrived_.store(0, std::memory_order_relaxed);
       generation_.fetch_add(1, std::memory_order_seq_cst);
       wake_sleepers();
@@ -178,8 +180,10 @@ class LocalGroup {
     }
     const auto passed = [&] { return generation_.load(std::memory_order_seq_cst) != generation; };
     const auto poll_until = Clock::now() + kPollBeforeSleeping;
-    while (!passed()) {
-      if (failure_->failed()) failure_->throw_failure(call);
+    for (;;) {
+      const bool failed = failure_->failed();  // read before `passed`: see wait_until
+      if (passed()) return;
+      if (failed) failure_->throw_failure(call);
       if (Clock::now() > poll_until) {
         sleep_until(call, passed);
         return;
@@ -238,9 +242,14 @@ class LocalGroup {
     const auto deadline = Clock::now() + timeout_;
     while (!ready()) {
       progress_.wait_for(lock, kAbortPollInterval);
-      if (ready()) break;
-      if (failure_->failed()) failure_->throw_failure(call);
+      // A barrier's generation moves without the mutex, so a peer may see it
+      // move, leave, and return from its function or fail between a look at
+      // `ready` and one at the peers: the peers are read first, then `ready`
+      // (which then sees the move that let them go).
+      const bool failed = failure_->failed();
       const int gone = failure_->first_finished_of(world_ranks_);
+      if (ready()) break;
+      if (failed) failure_->throw_failure(call);
       DTENSOR_CHECK(gone < 0, "local backend: ", call, ": expected every rank of the group to ",
                     "join, found world rank ", gone,
                     " returned from its run_ranks function; ranks must make the same "

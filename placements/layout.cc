@@ -98,13 +98,14 @@ LayoutIndices restricted_indices(const std::vector<int64_t>& global_shape,
 }
 
 // Of the indices `runs` hold, in order, those at the positions `pieces`
-// (checked_held_pieces') name.
+// name (pieces checked_held_pieces returned).
 RangeList indices_at(const RangeList& runs, const RangeList& pieces) {
   RangeList kept;
   size_t run = 0;
   int64_t run_start = 0;  // the position of runs[run].begin
   for (const ChunkRange& piece : pieces) {
-    // Sums are grouped so that none passes `length` (near INT64_MAX).
+    // Sums are grouped so that none passes the number of positions `runs`
+    // hold (near INT64_MAX).
     for (int64_t position = piece.begin; position < piece.end;) {
       while (position - run_start >= runs[run].end - runs[run].begin) {
         run_start += runs[run].end - runs[run].begin;

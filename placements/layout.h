@@ -92,14 +92,16 @@ std::optional<std::vector<RangeList>> compute_normalized_held_runs(
     const std::vector<int64_t>& global_shape, const std::vector<int64_t>& mesh_shape,
     const std::vector<int64_t>& coordinate, const std::vector<PlacementPtr>& normalized);
 
-// What `p` (normalized, with a split dim) says coordinate `r` of a mesh dim
-// of `n` ranks holds of `length` positions of its split dim, in a tensor of
-// `ndim` dims (Placement::held_pieces), checked as layouts check it:
-// non-empty pieces in rising order within [0, length) and, for dims short
-// enough to list, the positions `restrict` keeps (once per thread and
-// (placement, length, n, r); Shard and StridedShard aside). nullopt when
-// `p` does not say, or has no split dim. Throws dtensor::Error when a check fails. For rules
-// that read a placement's pieces (the view rules' flat splits).
+// What `p` (normalized) says coordinate `r` of a mesh dim of `n` ranks holds
+// of `length` positions of its split dim, in a tensor of `ndim` dims
+// (Placement::held_pieces), checked as layouts check it: non-empty pieces in
+// rising order within [0, length) and, for dims short enough to list, the
+// positions `restrict` keeps (once per thread and (placement, length, n,
+// r); Shard and StridedShard aside). nullopt when `p` does not say or has no
+// split dim. Throws dtensor::Error when a check fails. Layouts read pieces
+// through it, and so do rules (the view rules' flat splits, which read every
+// rank's: a backstop for specs that never became a DTensor, whose
+// construction reads every rank's layout).
 std::optional<RangeList> checked_held_pieces(const PlacementPtr& p, size_t ndim, int64_t length,
                                              int64_t n, int64_t r);
 

@@ -61,8 +61,7 @@ struct FlatSplit {
 // tensor of `tensor_ndim` dims) over `n` ranks: a StridedShard's blocks are
 // its split factor times the dims before, each cut by torch.chunk; a
 // placement of even blocks must say which block each rank keeps, checked as
-// layouts check it (checked_held_pieces: every rank's, not only the calling
-// one's). nullopt for any other split.
+// layouts check it (checked_held_pieces). nullopt for any other split.
 std::optional<FlatSplit> flat_split(const PlacementPtr& p, size_t tensor_ndim,
                                     const std::vector<int64_t>& shape, size_t j, int64_t n) {
   const std::optional<int64_t> strided = p->strided_blocks();

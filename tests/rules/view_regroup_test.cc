@@ -202,9 +202,9 @@ class ColumnBlocks final : public Placement {
   bool truthful_;
 };
 
-// The view rules read every rank's pieces of such a placement (flat_split,
-// through checked_held_pieces as layouts do): a truthful one flattens into a
-// strided split without communication, exact.
+// The view rules read every rank's pieces of such a placement (flat_split):
+// a truthful one flattens into a strided split without communication,
+// exact.
 TEST(ViewRegroupTest, UserEvenBlocksAreReadAsTheirLayoutIsChecked) {
   const at::Tensor global = iota({4, 6}, 1, at::kDouble);
   const auto shard_of = [&](int rank, bool truthful) {
