@@ -1,6 +1,7 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/mesh/communicator.h>
 
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
+#include <dtensor/mesh/row_copy.h>
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 
@@ -209,10 +211,58 @@ std::vector<at::Tensor> packed_views(const at::Tensor& packed,
   return views;
 }
 
+// Writes the parts into `packed`, each flattened, one after the other:
+// those whose rows lie apart (column blocks of one tensor, say) row by row
+// across all of them, in one pass over the rows they come from
+// (mesh/row_copy.h); `copy(p, place)` copies the others into `place`, a
+// view of `packed`.
+void pack(const std::vector<StridedPart>& parts, at::Tensor& packed,
+          const std::function<void(size_t, const at::Tensor&)>& copy) {
+  std::vector<RowCopy> by_rows;
+  auto* base = static_cast<char*>(packed.data_ptr());
+  const auto element_size = static_cast<int64_t>(packed.element_size());
+  int64_t offset = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const StridedPart& part = parts[p];
+    int64_t numel = part.length;
+    for (int64_t d = 0; d < part.t.dim(); ++d) numel *= d == part.dim ? 1 : part.t.size(d);
+    if (std::optional<RowCopy> rows = row_copy_packing(part, base + offset * element_size)) {
+      by_rows.push_back(*rows);
+    } else if (numel > 0) {
+      copy(p, packed.narrow(0, offset, numel));
+    }
+    offset += numel;
+  }
+  copy_rows_interleaved(by_rows);
+}
+
 // Writes `parts` into `packed`, each flattened, one after the other.
 void pack_parts(const std::vector<at::Tensor>& parts, at::Tensor& packed) {
-  const std::vector<at::Tensor> views = packed_views(packed, parts);
-  for (size_t p = 0; p < parts.size(); ++p) views[p].copy_(parts[p]);
+  std::vector<at::Tensor> shaped;  // 0-dim parts as one element along dim 0
+  shaped.reserve(parts.size());
+  for (const at::Tensor& part : parts) shaped.push_back(part.dim() == 0 ? part.view({1}) : part);
+  std::vector<StridedPart> strided;
+  strided.reserve(parts.size());
+  for (const at::Tensor& part : shaped) strided.push_back(StridedPart{part, 0, 0, part.size(0)});
+  pack(strided, packed,
+       [&](size_t p, const at::Tensor& place) { place.view(shaped[p].sizes()).copy_(shaped[p]); });
+}
+
+// Writes the consecutive slices of `t` along `dim`, `sizes[p]` slices in
+// part p, into `packed`, as pack_parts would write them as views.
+void pack_slices(const at::Tensor& t, int64_t dim, const std::vector<int64_t>& sizes,
+                 at::Tensor& packed) {
+  std::vector<StridedPart> strided;
+  strided.reserve(sizes.size());
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    strided.push_back(StridedPart{t, dim, offset, size});
+    offset += size;
+  }
+  pack(strided, packed, [&](size_t p, const at::Tensor& place) {
+    const at::Tensor slice = t.narrow(dim, strided[p].offset, strided[p].length);
+    place.view(slice.sizes()).copy_(slice);
+  });
 }
 
 // The inverse of pack_parts for `slices`, the consecutive slices of `t`
@@ -446,7 +496,7 @@ void Communicator::do_all_to_all_v_along(const at::Tensor& input,
   at::Tensor packed = input;
   if (!slices_are_consecutive(input, send_dim)) {
     packed = pooled_empty({input.numel()}, input.options());
-    pack_parts(slices_along(input, send_dim, send_sizes), packed);
+    pack_slices(input, send_dim, send_sizes, packed);
   }
   const bool direct = slices_are_consecutive(output, recv_dim);
   at::Tensor received = direct ? output : pooled_empty({output.numel()}, output.options());

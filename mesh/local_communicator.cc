@@ -18,6 +18,7 @@
 #include <ATen/ATen.h>
 
 #include <dtensor/base/check.h>
+#include <dtensor/mesh/row_copy.h>
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
@@ -113,6 +114,7 @@ struct PostedCall {
   int op = -1;
   int64_t numel = 0;  // of the tensor the call is named after (input or tensor)
   at::Tensor input;   // flattened, except in the *_along calls
+  at::Tensor output;  // all_to_all_along: where the senders of row copies write
   // Element counts; in the *_along calls, slice counts along the dims below.
   std::vector<int64_t> send_numel;
   std::vector<int64_t> recv_numel;
@@ -465,23 +467,48 @@ class LocalCommunicator final : public Communicator {
   }
 
   // Each peer's slices are copied from its input straight into place: no
-  // packing, no unpacking.
+  // packing, no unpacking. A part whose rows lie apart in its sender's input
+  // (S(0) -> S(1): a column block) is written by the sender, into its
+  // receiver's output, row by row across all its receivers: one pass over
+  // the sender's rows, where each receiver reading its block would pass over
+  // them once each at a stride (mesh/row_copy.h). The receiver copies every
+  // other part. Both decide alike from the posted tensors alone.
   void do_all_to_all_v_along(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
                              int64_t send_dim, at::Tensor& output,
                              const std::vector<int64_t>& recv_sizes, int64_t recv_dim) override {
     PostedCall call = make_call("all_to_all_along", input);
     call.input = input;
+    call.output = output;
     call.send_numel = send_sizes;
     call.recv_numel = recv_sizes;
     call.send_dim = send_dim;
     call.recv_dim = recv_dim;
     call.output_shape = output.sizes().vec();
     run(std::move(call), [&](const std::vector<PostedCall>& posted) {
-      const std::vector<int64_t> recv_offsets = offsets_of(recv_sizes);
+      std::vector<std::vector<int64_t>> send_offsets, recv_offsets;
+      for (const PostedCall& peer : posted) {
+        send_offsets.push_back(offsets_of(peer.send_numel));
+        recv_offsets.push_back(offsets_of(peer.recv_numel));
+      }
+      // The part rank p sends rank q, as the sender copies it; nullopt when
+      // the receiver copies it.
+      const auto sent_by_rows = [&](int p, int q) -> std::optional<RowCopy> {
+        std::optional<RowCopy> rows = row_copy_of(
+            StridedPart{posted[p].input, send_dim, send_offsets[p][q], posted[p].send_numel[q]},
+            StridedPart{posted[q].output, recv_dim, recv_offsets[q][p], posted[q].recv_numel[p]});
+        if (rows && rows->source_step == rows->run_bytes) return std::nullopt;  // rows adjoin
+        return rows;
+      };
+      std::vector<RowCopy> sent;
+      for (int q = 0; q < size(); ++q) {
+        if (std::optional<RowCopy> rows = sent_by_rows(rank_, q)) sent.push_back(*rows);
+      }
+      copy_rows_interleaved(sent);
       for (int p = 0; p < size(); ++p) {
-        const int64_t send_offset = offsets_of(posted[p].send_numel)[rank_];
-        output.narrow(recv_dim, recv_offsets[p], recv_sizes[p])
-            .copy_(posted[p].input.narrow(send_dim, send_offset, posted[p].send_numel[rank_]));
+        if (sent_by_rows(p, rank_)) continue;
+        output.narrow(recv_dim, recv_offsets[rank_][p], recv_sizes[p])
+            .copy_(posted[p].input.narrow(send_dim, send_offsets[p][rank_],
+                                          posted[p].send_numel[rank_]));
       }
     });
   }

@@ -16,6 +16,8 @@
 #include <dtensor/dispatch/dispatch.h>
 #include <dtensor/placements/placement.h>
 #include <dtensor/redistribute/collective_counter.h>
+#include <dtensor/rules/op_call.h>
+#include <dtensor/rules/propagation.h>
 #include "tests/rules/rules_test_util.h"
 #include "tests/support/expect_error.h"
 
@@ -228,6 +230,32 @@ TEST(ViewRegroupTest, UserEvenBlocksAreReadAsTheirLayoutIsChecked) {
                          "CB(lying): held_pieces and restrict disagree on what rank 1 of 2 "
                          "holds of 6 positions: expected held_pieces to give what restrict "
                          "keeps, [3, 6); found [0, 3)");
+  });
+}
+
+// The view rule checks the pieces it reads itself (flat_split through
+// checked_held_pieces), not only through the DTensor made first: propagated
+// on a bare spec, the lying placement is refused as the rule reads rank 1's
+// pieces, never flattened into a wrong split.
+TEST(ViewRegroupTest, TheViewRuleRefusesUserBlocksThatLie) {
+  const c10::OperatorHandle view = c10::Dispatcher::singleton().findSchemaOrThrow("aten::view", "");
+  run_ranks(2, [&](int) {
+    const DeviceMesh mesh = init_device_mesh("local", {2});
+    const std::vector<c10::IValue> arguments = {at::zeros({4, 6}, at::kDouble),
+                                                std::vector<int64_t>{24}};
+    DTENSOR_EXPECT_ERROR(
+        propagate(OpCall(view, arguments,
+                         {TensorInput{0, -1,
+                                      std::make_shared<const DTensorSpec>(
+                                          mesh,
+                                          std::vector<PlacementPtr>{
+                                              std::make_shared<const ColumnBlocks>(false)},
+                                          std::vector<int64_t>{4, 6}, at::kDouble),
+                                      true}},
+                         mesh),
+                  PropagationOptions{}),
+        "CB(lying): held_pieces and restrict disagree on what rank 1 of 2 holds of 6 "
+        "positions: expected held_pieces to give what restrict keeps, [3, 6); found [0, 3)");
   });
 }
 

@@ -328,12 +328,16 @@ void check_all_to_all_v_same_dim(Communicator& comm, c10::ScalarType dtype) {
 
 // S(0) -> S(2) of [rows, 2, columns] and back: rank q holds rows(q) rows of
 // every column and receives columns(q) columns of every row (uneven, some
-// ranks with none).
-void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype) {
+// ranks with none), `column_width` columns per unit: wide ones make runs
+// long enough for the backends' row-by-row copies (mesh/row_copy.h: the
+// local backend's senders and the default path's packing).
+void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype,
+                                    int64_t column_width) {
   const int n = comm.size();
   const int me = comm.rank();
   const std::vector<int64_t> rows = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
-  const std::vector<int64_t> columns = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
+  std::vector<int64_t> columns = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
+  for (int64_t& c : columns) c *= column_width;
   SCOPED_TRACE(::testing::Message()
                << "all_to_all_v dim 2 -> dim 0, rows " << c10::IntArrayRef(rows) << ", columns "
                << c10::IntArrayRef(columns));
@@ -357,7 +361,8 @@ void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype) {
 
 void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype) {
   check_all_to_all_v_same_dim(comm, dtype);
-  check_all_to_all_v_across_dims(comm, dtype);
+  check_all_to_all_v_across_dims(comm, dtype, /*column_width=*/1);
+  check_all_to_all_v_across_dims(comm, dtype, /*column_width=*/128);
 }
 
 namespace {
