@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -28,6 +29,7 @@ namespace {
 constexpr int64_t kAlignment = 64;
 constexpr int64_t kSmallestClass = 512;
 constexpr int64_t kMaxDefaultCapacity = int64_t{8} << 30;
+constexpr std::ptrdiff_t kOwnBlocksLookedAt = 8;  // see BufferPool::take_idle
 
 // `bytes` rounded up to its size class: one of four per power of two.
 int64_t size_class(int64_t bytes) {
@@ -87,6 +89,7 @@ struct Block {
   int64_t bytes = 0;  // its size class
   Block* newer = nullptr;
   Block* older = nullptr;
+  std::thread::id returned_by;  // the thread that returned it last
 };
 
 class BufferPool {
@@ -108,7 +111,7 @@ class BufferPool {
     const std::lock_guard<YieldingMutex> lock(mutex_);
     in_use_bytes_ += size;
     ++misses_;
-    return new Block{data, size};
+    return new Block{data, size, nullptr, nullptr, {}};
   }
 
   void give_back(Block* block) {
@@ -116,6 +119,7 @@ class BufferPool {
     {
       const std::lock_guard<YieldingMutex> lock(mutex_);
       in_use_bytes_ -= block->bytes;
+      block->returned_by = std::this_thread::get_id();
       if (block->bytes > capacity_) {
         evicted.push_back(block);
       } else {
@@ -166,12 +170,25 @@ class BufferPool {
                                                 0, "a whole number of bytes, 0 or more")) {}
 
   // An idle block of `size` bytes, now in use; nullptr when there is none.
+  // Of the kOwnBlocksLookedAt returned last, the newest this thread returned
+  // is taken first, else the newest: its memory is likelier to be in this
+  // core's cache (the local backend's ranks, threads that each drop their
+  // last output and ask for the next: S(0) -> R at 256 KiB took 1.31x the raw
+  // all-gather with the newest block of any thread, 0.98x with its own).
   Block* take_idle(int64_t size) {
     const std::lock_guard<YieldingMutex> lock(mutex_);
     auto it = idle_by_size_.find(size);
     if (it == idle_by_size_.end() || it->second.empty()) return nullptr;
-    Block* block = it->second.back();
-    it->second.pop_back();
+    std::vector<Block*>& idle = it->second;
+    const auto looked_at =
+        idle.rbegin() +
+        std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(idle.size()), kOwnBlocksLookedAt);
+    const std::thread::id me = std::this_thread::get_id();
+    const auto own = std::find_if(idle.rbegin(), looked_at,
+                                  [&](const Block* block) { return block->returned_by == me; });
+    const auto chosen = own != looked_at ? std::prev(own.base()) : std::prev(idle.end());
+    Block* block = *chosen;
+    idle.erase(chosen);
     unlink(block);
     cached_bytes_ -= size;
     in_use_bytes_ += size;

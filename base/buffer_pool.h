@@ -14,7 +14,8 @@
 // How: `pooled_empty` is `at::empty` for contiguous CPU tensors. The block
 // behind the tensor returns to the pool when the last tensor or view of it
 // dies, on whatever thread, at whatever time (after main returned too), and
-// the next request of a similar size takes it back, its pages already mapped.
+// the next request of a similar size takes it back, its pages already mapped
+// (one the asking thread returned itself first: its cache may still hold it).
 //
 //   at::Tensor output = pooled_empty(shape, local.options());
 //   communicator.all_gather(local, output);

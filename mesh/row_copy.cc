@@ -48,8 +48,23 @@ std::optional<RowCopy> rows_of(c10::IntArrayRef sizes, const char* source,
 
 namespace {
 
+// Memory whose bytes are the part's values: not a lazily conjugated or
+// negated view, nor a zero tensor (no memory at all).
 bool copyable(const StridedPart& part) {
-  return part.length > 0 && part.t.device().is_cpu() && part.t.layout() == at::kStrided;
+  const at::Tensor& t = part.t;
+  return part.length > 0 && t.device().is_cpu() && t.layout() == at::kStrided && !t.is_conj() &&
+         !t.is_neg() && !t._is_zerotensor();
+}
+
+// Whether the part `destination` describes has the shape of `source`'s.
+bool same_shape(const StridedPart& source, const StridedPart& destination) {
+  if (source.t.dim() != destination.t.dim()) return false;
+  for (int64_t d = 0; d < source.t.dim(); ++d) {
+    const int64_t from = d == source.dim ? source.length : source.t.size(d);
+    const int64_t to = d == destination.dim ? destination.length : destination.t.size(d);
+    if (from != to) return false;
+  }
+  return true;
 }
 
 char* part_data(const StridedPart& part) {
@@ -61,12 +76,9 @@ char* part_data(const StridedPart& part) {
 
 std::optional<RowCopy> row_copy_of(const StridedPart& source, const StridedPart& destination) {
   if (!copyable(source) || !copyable(destination) ||
-      source.t.scalar_type() != destination.t.scalar_type() ||
-      source.t.dim() != destination.t.dim()) {
+      source.t.scalar_type() != destination.t.scalar_type() || !same_shape(source, destination)) {
     return std::nullopt;
   }
-  // The part's shape is the source's with its cut dim's length; the
-  // destination's agrees (the caller's collective checked it).
   return rows_of(source.t.sizes(), part_data(source), source.t.strides(), part_data(destination),
                  destination.t.strides(), static_cast<int64_t>(source.t.element_size()), source.dim,
                  source.length);

@@ -54,11 +54,12 @@ struct StridedPart {
   int64_t length;
 };
 
-// `source` copied into `destination` (the same shape, which the caller has
-// checked, and dtype, both in CPU memory) as a RowCopy: nullopt when either
-// side is not rows of one contiguous run at a constant stride, when its runs
-// are shorter than kShortestRowCopyRun bytes, or when it is a single run (a
-// plain copy, which ATen spreads over threads as it sees fit).
+// `source` copied into `destination` as a RowCopy: nullopt unless both are
+// CPU memory of one dtype and shape holding their values as stored (no
+// conjugate or negative bit, no zero tensor), and nullopt when either side
+// is not rows of one contiguous run at a constant stride, when its runs are
+// shorter than kShortestRowCopyRun bytes, or when it is a single run (a plain
+// copy, which ATen spreads over threads as it sees fit).
 std::optional<RowCopy> row_copy_of(const StridedPart& source, const StridedPart& destination);
 // The same with `destination` contiguous memory of the part's shape (packing).
 std::optional<RowCopy> row_copy_packing(const StridedPart& source, void* destination);

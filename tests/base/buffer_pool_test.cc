@@ -149,6 +149,23 @@ TEST(BufferPoolTest, ATensorFreedOnAnotherThreadReturnsItsBlock) {
   EXPECT_EQ(floats(kMiB).data_ptr(), address);
 }
 
+// A thread asking for a block takes one it returned itself before a newer
+// one another thread returned (its memory is likelier in this core's cache);
+// with none of its own, the newest.
+TEST(BufferPoolTest, AThreadTakesBackTheBlockItReturned) {
+  const ScopedPool pool(16 * kMiB);
+  at::Tensor mine = floats(kMiB);
+  at::Tensor theirs = floats(kMiB);
+  void* mine_address = mine.data_ptr();
+  void* their_address = theirs.data_ptr();
+  mine = at::Tensor();
+  std::thread([moved = std::move(theirs)]() mutable { moved = at::Tensor(); }).join();
+  EXPECT_EQ(buffer_pool_stats().cached_blocks, 2);
+  const at::Tensor first = floats(kMiB);
+  EXPECT_EQ(first.data_ptr(), mine_address);
+  EXPECT_EQ(floats(kMiB).data_ptr(), their_address);
+}
+
 TEST(BufferPoolTest, ThreadsSharingThePoolNeverExceedTheBoundNorLeak) {
   const ScopedPool pool(2 * kMiB);
   const int64_t in_use_before = buffer_pool_stats().in_use_bytes;

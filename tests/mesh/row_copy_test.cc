@@ -63,6 +63,23 @@ TEST(RowCopyTest, StridedToStridedIsExact) {
   EXPECT_EQ(destination.narrow(1, 288, 32).count_nonzero().item<int64_t>(), 0);
 }
 
+// S(0) -> S(1)'s part: a column block of the sender's rows lands in a row
+// block of the receiver's output, one run per row.
+TEST(RowCopyTest, AColumnBlockLandsInARowBlock) {
+  const at::Tensor rows = distinct_values({6, 256}, at::kFloat);
+  at::Tensor columns = at::zeros({12, 128}, at::kFloat);
+  const std::optional<RowCopy> copy =
+      row_copy_of(StridedPart{rows, 1, 128, 128}, StridedPart{columns, 0, 6, 6});
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->rows, 6);
+  EXPECT_EQ(copy->run_bytes, 512);
+  EXPECT_EQ(copy->source_step, 1024);
+  EXPECT_EQ(copy->destination_step, 512);
+  copy_rows_interleaved({*copy});
+  EXPECT_TRUE(at::equal(columns.narrow(0, 6, 6), rows.narrow(1, 128, 128)));
+  EXPECT_EQ(columns.narrow(0, 0, 6).count_nonzero().item<int64_t>(), 0);
+}
+
 // What is left to ATen's copy: one contiguous run, runs under
 // kShortestRowCopyRun bytes, rows that fold into no single stride, empty
 // parts.
@@ -76,7 +93,15 @@ TEST(RowCopyTest, OtherPartsAreLeftToATen) {
   at::Tensor gapped_out = at::zeros({4, 3, 256}, at::kFloat);
   EXPECT_FALSE(row_copy_of(StridedPart{gapped, 2, 0, 128}, StridedPart{gapped_out, 2, 0, 128}));
   EXPECT_FALSE(row_copy_of(StridedPart{t, 2, 0, 0}, StridedPart{out, 2, 0, 0}));
-  // The same part with rows that do fold: the cut dim is the outermost.
+  // Destinations of another shape, and values not stored as they read.
+  EXPECT_FALSE(row_copy_of(StridedPart{t, 2, 0, 128}, StridedPart{out, 2, 0, 64}));
+  EXPECT_FALSE(row_copy_of(StridedPart{t, 2, 0, 128}, StridedPart{gapped_out, 2, 0, 128}));
+  const at::Tensor complex = at::zeros({4, 256}, at::kComplexFloat);
+  at::Tensor complex_out = at::zeros({4, 256}, at::kComplexFloat);
+  EXPECT_TRUE(row_copy_of(StridedPart{complex, 1, 0, 128}, StridedPart{complex_out, 1, 0, 128}));
+  EXPECT_FALSE(
+      row_copy_of(StridedPart{complex.conj(), 1, 0, 128}, StridedPart{complex_out, 1, 0, 128}));
+  // The same part with rows that do fold (t is not gapped).
   EXPECT_TRUE(row_copy_of(StridedPart{t, 2, 0, 128}, StridedPart{out, 2, 128, 128}));
 }
 

@@ -367,19 +367,21 @@ void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype) {
 
 namespace {
 
-// Rank q sends rank p the first (q + 2p) % 3 columns of its [3, 2] input:
-// strided views, the same memory for several ranks, empty messages; rank p
-// receives them into strided column ranges of its output, in rank order.
-void check_exchange_of_strided_parts(Communicator& comm, c10::ScalarType dtype) {
+// Rank q sends rank p the first (q + 2p) % 3 units of `width` columns of its
+// [3, 4 * width] input: strided views, the same memory for several ranks,
+// empty messages; rank p receives them into strided column ranges of its
+// output, in rank order.
+void check_exchange_of_strided_parts(Communicator& comm, c10::ScalarType dtype, int64_t width) {
   const int n = comm.size();
   const int me = comm.rank();
-  const auto count = [](int q, int p) -> int64_t { return (q + 2 * p) % 3; };
-  const at::Tensor input = on(comm, rank_values(me, {3, 2}).repeat({1, 2}), dtype);
+  const auto count = [width](int q, int p) -> int64_t { return (q + 2 * p) % 3 * width; };
+  const auto input_of = [width](int q) { return rank_values(q, {3, 2 * width}).repeat({1, 2}); };
+  const at::Tensor input = on(comm, input_of(me), dtype);
   std::vector<int64_t> from(n);
   std::vector<at::Tensor> expected_parts;
   for (int q = 0; q < n; ++q) {
     from[q] = count(q, me);
-    expected_parts.push_back(rank_values(q, {3, 2}).repeat({1, 2}).narrow(1, 0, from[q]));
+    expected_parts.push_back(input_of(q).narrow(1, 0, from[q]));
   }
   at::Tensor output = on(comm, at::full({3, total(from)}, 99, at::kLong), dtype);
   std::vector<at::Tensor> send, recv;
@@ -430,7 +432,9 @@ void check_exchange_of_transposed_and_scalar_parts(Communicator& comm, c10::Scal
 }  // namespace
 
 void check_exchange(Communicator& comm, c10::ScalarType dtype) {
-  check_exchange_of_strided_parts(comm, dtype);
+  check_exchange_of_strided_parts(comm, dtype, /*width=*/1);
+  // Wide enough for the default path's row-by-row packing (mesh/row_copy.h).
+  check_exchange_of_strided_parts(comm, dtype, /*width=*/128);
   check_exchange_in_a_ring(comm, dtype);
   check_exchange_of_transposed_and_scalar_parts(comm, dtype);
 }
