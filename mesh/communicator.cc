@@ -1,7 +1,6 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/mesh/communicator.h>
 
-#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -12,6 +11,7 @@
 #include <dtensor/base/check.h>
 #include <dtensor/mesh/row_copy.h>
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_join.h"
 
 namespace dtensor {
@@ -217,15 +217,14 @@ std::vector<at::Tensor> packed_views(const at::Tensor& packed,
 // (mesh/row_copy.h); `copy(p, place)` copies the others into `place`, a
 // view of `packed`.
 void pack(const std::vector<StridedPart>& parts, at::Tensor& packed,
-          const std::function<void(size_t, const at::Tensor&)>& copy) {
+          absl::FunctionRef<void(size_t, const at::Tensor&)> copy) {
   std::vector<RowCopy> by_rows;
   auto* base = static_cast<char*>(packed.data_ptr());
   const auto element_size = static_cast<int64_t>(packed.element_size());
   int64_t offset = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
     const StridedPart& part = parts[p];
-    int64_t numel = part.length;
-    for (int64_t d = 0; d < part.t.dim(); ++d) numel *= d == part.dim ? 1 : part.t.size(d);
+    const int64_t numel = part.numel();
     if (std::optional<RowCopy> rows = row_copy_packing(part, base + offset * element_size)) {
       by_rows.push_back(*rows);
     } else if (numel > 0) {

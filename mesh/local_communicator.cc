@@ -607,6 +607,8 @@ class LocalCommunicator final : public Communicator {
 
   // Post, wait for everyone, check that all ranks asked for the same thing,
   // move the data, and wait again so no rank reuses a buffer a peer still reads.
+  // Then the slot lets go of the call's tensors: no peer reads them any
+  // more, and the caller may be waiting for their memory.
   template <typename Body>
   void run(PostedCall call, Body body) {
     const std::string_view name = call.call;
@@ -615,6 +617,7 @@ class LocalCommunicator final : public Communicator {
     check_ranks_agree(group_->posted());
     body(group_->posted());
     group_->arrive_and_wait(name);
+    group_->slot(rank_) = PostedCall();
   }
 
   // Every rank runs this on the same posted calls, so all reach one verdict

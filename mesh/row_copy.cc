@@ -44,10 +44,6 @@ std::optional<RowCopy> rows_of(c10::IntArrayRef sizes, const char* source,
   return copy;
 }
 
-}  // namespace
-
-namespace {
-
 // Memory whose bytes are the part's values: not a lazily conjugated or
 // negated view, nor a zero tensor (no memory at all).
 bool copyable(const StridedPart& part) {
@@ -60,9 +56,7 @@ bool copyable(const StridedPart& part) {
 bool same_shape(const StridedPart& source, const StridedPart& destination) {
   if (source.t.dim() != destination.t.dim()) return false;
   for (int64_t d = 0; d < source.t.dim(); ++d) {
-    const int64_t from = d == source.dim ? source.length : source.t.size(d);
-    const int64_t to = d == destination.dim ? destination.length : destination.t.size(d);
-    if (from != to) return false;
+    if (source.size(d) != destination.size(d)) return false;
   }
   return true;
 }
@@ -91,7 +85,7 @@ std::optional<RowCopy> row_copy_packing(const StridedPart& source, void* destina
   int64_t stride = 1;
   for (auto d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     contiguous[d] = stride;
-    stride *= d == source.dim ? source.length : sizes[d];
+    stride *= source.size(d);
   }
   return rows_of(sizes, part_data(source), source.t.strides(), static_cast<char*>(destination),
                  contiguous, static_cast<int64_t>(source.t.element_size()), source.dim,

@@ -53,6 +53,14 @@ struct StridedPart {
   int64_t dim;
   int64_t offset;
   int64_t length;
+
+  // The part's size along dim `d` of `t`.
+  int64_t size(int64_t d) const { return d == dim ? length : t.size(d); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) n *= size(d);
+    return n;
+  }
 };
 
 // `source` copied into `destination` as a RowCopy: nullopt unless both are

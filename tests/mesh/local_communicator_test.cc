@@ -45,6 +45,28 @@ TEST(LocalCommunicatorTest, InPlaceAllGatherKeepsEveryPart) {
   });
 }
 
+// A collective lets go of its tensors when it returns: the caller's memory
+// is freed when the caller drops it, not at the group's next collective.
+TEST(LocalCommunicatorTest, ACollectiveKeepsNoReferenceToItsTensors) {
+  // Referenced by anything but `t` itself: its TensorImpl, or its memory
+  // through a view.
+  const auto held_elsewhere = [](const at::Tensor& t) {
+    return t.use_count() > 1 || t.storage().use_count() > 1;
+  };
+  run_ranks(3, [&](int rank) {
+    auto world = local_world();
+    at::Tensor input = at::full({2, 4}, static_cast<float>(rank));
+    at::Tensor gathered = at::empty({6, 4});
+    world->all_gather(input, gathered);
+    EXPECT_FALSE(held_elsewhere(input));
+    EXPECT_FALSE(held_elsewhere(gathered));
+    at::Tensor columns = at::empty({6, rank == 0 ? 2 : 1});  // S(0) -> S(1) of [6, 4]
+    world->all_to_all_v(input, {2, 1, 1}, 1, columns, {2, 2, 2}, 0);
+    EXPECT_FALSE(held_elsewhere(input));
+    EXPECT_FALSE(held_elsewhere(columns));
+  });
+}
+
 TEST(LocalCommunicatorTest, WorldIsTheRegisteredLocalBackend) {
   run_ranks(3, [](int rank) {
     auto world = make_world_communicator("local");

@@ -49,35 +49,42 @@ TEST(RowCopyTest, ColumnBlocksPackExactly) {
   }
 }
 
+// Copies part `from` into part `to` of a tensor of zeros as row_copy_of
+// describes the copy, and expects the part to equal its source and the rest
+// of `to.t` to stay zero. Returns the copy, for checks of its steps.
+std::optional<RowCopy> copy_and_check(const StridedPart& from, const StridedPart& to) {
+  const std::optional<RowCopy> copy = row_copy_of(from, to);
+  if (!copy) {
+    ADD_FAILURE() << "expected a row copy";
+    return copy;
+  }
+  copy_rows_interleaved({*copy});
+  const at::Tensor written = to.t.narrow(to.dim, to.offset, to.length);
+  EXPECT_TRUE(at::equal(written, from.t.narrow(from.dim, from.offset, from.length)));
+  EXPECT_EQ(to.t.count_nonzero().item<int64_t>(), written.count_nonzero().item<int64_t>());
+  return copy;
+}
+
 // Part to part, both sides strided: rows of a narrowed source land at the
 // destination's own stride.
 TEST(RowCopyTest, StridedToStridedIsExact) {
   const at::Tensor source = distinct_values({6, 256}, at::kFloat);
-  at::Tensor destination = at::zeros({6, 320}, at::kFloat);
-  const std::optional<RowCopy> rows =
-      row_copy_of(StridedPart{source, 1, 16, 128}, StridedPart{destination, 1, 160, 128});
-  ASSERT_TRUE(rows.has_value());
-  copy_rows_interleaved({*rows});
-  EXPECT_TRUE(at::equal(destination.narrow(1, 160, 128), source.narrow(1, 16, 128)));
-  EXPECT_EQ(destination.narrow(1, 0, 160).count_nonzero().item<int64_t>(), 0);
-  EXPECT_EQ(destination.narrow(1, 288, 32).count_nonzero().item<int64_t>(), 0);
+  const at::Tensor destination = at::zeros({6, 320}, at::kFloat);
+  copy_and_check(StridedPart{source, 1, 16, 128}, StridedPart{destination, 1, 160, 128});
 }
 
 // S(0) -> S(1)'s part: a column block of the sender's rows lands in a row
 // block of the receiver's output, one run per row.
 TEST(RowCopyTest, AColumnBlockLandsInARowBlock) {
   const at::Tensor rows = distinct_values({6, 256}, at::kFloat);
-  at::Tensor columns = at::zeros({12, 128}, at::kFloat);
+  const at::Tensor columns = at::zeros({12, 128}, at::kFloat);
   const std::optional<RowCopy> copy =
-      row_copy_of(StridedPart{rows, 1, 128, 128}, StridedPart{columns, 0, 6, 6});
+      copy_and_check(StridedPart{rows, 1, 128, 128}, StridedPart{columns, 0, 6, 6});
   ASSERT_TRUE(copy.has_value());
   EXPECT_EQ(copy->rows, 6);
   EXPECT_EQ(copy->run_bytes, 512);
   EXPECT_EQ(copy->source_step, 1024);
   EXPECT_EQ(copy->destination_step, 512);
-  copy_rows_interleaved({*copy});
-  EXPECT_TRUE(at::equal(columns.narrow(0, 6, 6), rows.narrow(1, 128, 128)));
-  EXPECT_EQ(columns.narrow(0, 0, 6).count_nonzero().item<int64_t>(), 0);
 }
 
 // What is left to ATen's copy: one contiguous run, runs under
