@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <dtensor/base/tensor_memory.h>
+
 namespace dtensor {
 namespace {
 
@@ -46,11 +48,7 @@ std::optional<RowCopy> rows_of(c10::IntArrayRef sizes, const char* source,
 
 // Memory whose bytes are the part's values: not a lazily conjugated or
 // negated view, nor a zero tensor (no memory at all).
-bool copyable(const StridedPart& part) {
-  const at::Tensor& t = part.t;
-  return part.length > 0 && t.device().is_cpu() && t.layout() == at::kStrided && !t.is_conj() &&
-         !t.is_neg() && !t._is_zerotensor();
-}
+bool copyable(const StridedPart& part) { return part.length > 0 && holds_plain_cpu_values(part.t); }
 
 // Whether the part `destination` describes has the shape of `source`'s.
 bool same_shape(const StridedPart& source, const StridedPart& destination) {

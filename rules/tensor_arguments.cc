@@ -25,7 +25,7 @@ bool holds_tensor_list(const c10::IValue& value) {
 }  // namespace
 
 void for_each_tensor_argument(c10::ArrayRef<c10::IValue> arguments,
-                              const std::function<void(const at::Tensor&, size_t, int64_t)>& fn) {
+                              absl::FunctionRef<void(const at::Tensor&, size_t, int64_t)> fn) {
   for (size_t a = 0; a < arguments.size(); ++a) {
     const c10::IValue& value = arguments[a];
     if (value.isTensor()) {
@@ -42,7 +42,7 @@ void for_each_tensor_argument(c10::ArrayRef<c10::IValue> arguments,
 }
 
 torch::jit::Stack map_tensor_arguments(c10::ArrayRef<c10::IValue> arguments,
-                                       const std::function<at::Tensor(const at::Tensor&)>& fn) {
+                                       absl::FunctionRef<at::Tensor(const at::Tensor&)> fn) {
   torch::jit::Stack out;
   out.reserve(arguments.size());
   for (const c10::IValue& value : arguments) {

@@ -72,6 +72,37 @@ TEST(BufferPoolTest, CloneAndContiguousCopyOnlyWhenNeeded) {
   EXPECT_TRUE(at::equal(transposed, source.t()));
 }
 
+// Small contiguous clones copy bytes; what the bytes do not say (a lazy
+// conjugate or negative bit, autograd's record, a zero tensor) and what
+// ATen would spread over threads go through copy_: every clone equals its
+// source either way.
+TEST(BufferPoolTest, ClonesEqualTheirSourceOnBothCopyPaths) {
+  const ScopedPool pool(16 * kMiB);
+  const auto expect_clone = [](const at::Tensor& source) {
+    const at::Tensor copy = pooled_clone(source);
+    EXPECT_FALSE(copy.is_conj());
+    EXPECT_FALSE(copy.is_neg());
+    EXPECT_TRUE(at::equal(copy.resolve_conj().resolve_neg(), source.resolve_conj().resolve_neg()))
+        << source;
+  };
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong, at::kBool}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    expect_clone(at::arange(24, at::kLong).reshape({2, 3, 4}).to(dtype));
+    expect_clone(at::arange(3, at::kLong).to(dtype).select(0, 1));  // 0-dim
+    expect_clone(at::empty({0, 3}, dtype));
+  }
+  const at::Tensor complex = at::complex(at::arange(6.0), at::arange(6.0) + 10);
+  expect_clone(complex.conj());
+  expect_clone(at::_neg_view(at::arange(6.0)));
+  expect_clone(at::_efficientzerotensor({2, 3}, at::kFloat));
+  expect_clone(at::arange(1 << 16, at::kFloat));  // past ATen's grain: copy_
+  const at::Tensor watched = at::arange(6.0).requires_grad_();
+  const at::Tensor copy = pooled_clone(watched);
+  EXPECT_TRUE(copy.requires_grad());
+  copy.sum().backward();
+  EXPECT_TRUE(at::equal(watched.grad(), at::ones_like(watched)));
+}
+
 TEST(BufferPoolTest, AFreedBlockServesTheNextRequestOfItsSizeClass) {
   const ScopedPool pool(16 * kMiB);
   const BufferPoolStats before = buffer_pool_stats();
