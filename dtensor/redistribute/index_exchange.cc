@@ -4,10 +4,12 @@
 #include <numeric>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <dtensor/base/buffer_pool.h>
 #include <dtensor/base/check.h>
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
 
 namespace dtensor::redistribute_internal {
 namespace {
@@ -98,8 +100,25 @@ std::optional<std::vector<Narrow>> box_of(const std::vector<std::vector<int64_t>
 }
 
 at::Tensor narrow_to(at::Tensor t, const std::vector<Narrow>& box) {
-  for (const Narrow& n : box) t = t.narrow(n.dim, n.start, n.length);
-  return t;
+  // Autograd records narrows as slices, whose backward is cheaper than a
+  // general view's.
+  if (box.empty() || (t.requires_grad() && c10::GradMode::is_enabled())) {
+    for (const Narrow& n : box) t = t.narrow(n.dim, n.start, n.length);
+    return t;
+  }
+  // Else one view for the whole box: each narrow through the dispatcher
+  // costs about as much as copying a small shard.
+  std::vector<int64_t> sizes = t.sizes().vec();
+  int64_t offset = t.storage_offset();
+  for (const Narrow& n : box) {
+    DTENSOR_CHECK(n.dim >= 0 && n.dim < t.dim() && n.start >= 0 && n.length >= 0 &&
+                      n.start + n.length <= sizes[n.dim],
+                  "redistribute: internal: expected a narrow within [", absl::StrJoin(sizes, ", "),
+                  "], found dim ", n.dim, " from ", n.start, " for ", n.length);
+    sizes[n.dim] = n.length;
+    offset += n.start * t.stride(n.dim);
+  }
+  return t.as_strided(sizes, t.strides(), offset);
 }
 
 std::vector<int64_t> product_shape(const std::vector<std::vector<int64_t>>& positions) {

@@ -73,34 +73,41 @@ TEST(BufferPoolTest, CloneAndContiguousCopyOnlyWhenNeeded) {
 }
 
 // Small contiguous clones copy bytes; what the bytes do not say (a lazy
-// conjugate or negative bit, autograd's record, a zero tensor) and what
-// ATen would spread over threads go through copy_: every clone equals its
-// source either way.
+// conjugate or negative bit, autograd's record, a zero tensor, a quantizer)
+// and what ATen would spread over threads go through copy_: every clone
+// equals its source either way. The path shows in the clone's version
+// (copy_ writes it once; the bytes are copied before it is a tensor).
 TEST(BufferPoolTest, ClonesEqualTheirSourceOnBothCopyPaths) {
   const ScopedPool pool(16 * kMiB);
-  const auto expect_clone = [](const at::Tensor& source) {
+  const auto expect_clone = [](const at::Tensor& source, bool as_bytes) {
     const at::Tensor copy = pooled_clone(source);
     EXPECT_FALSE(copy.is_conj());
     EXPECT_FALSE(copy.is_neg());
     EXPECT_TRUE(at::equal(copy.resolve_conj().resolve_neg(), source.resolve_conj().resolve_neg()))
         << source;
+    EXPECT_EQ(copy._version(), as_bytes ? 0 : 1) << source;
   };
   for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong, at::kBool}) {
     SCOPED_TRACE(::testing::Message() << dtype);
-    expect_clone(at::arange(24, at::kLong).reshape({2, 3, 4}).to(dtype));
-    expect_clone(at::arange(3, at::kLong).to(dtype).select(0, 1));  // 0-dim
-    expect_clone(at::empty({0, 3}, dtype));
+    expect_clone(at::arange(24, at::kLong).reshape({2, 3, 4}).to(dtype), true);
+    expect_clone(at::arange(3, at::kLong).to(dtype).select(0, 1), true);  // 0-dim, offset 1
   }
   const at::Tensor complex = at::complex(at::arange(6.0), at::arange(6.0) + 10);
-  expect_clone(complex.conj());
-  expect_clone(at::_neg_view(at::arange(6.0)));
-  expect_clone(at::_efficientzerotensor({2, 3}, at::kFloat));
-  expect_clone(at::arange(1 << 16, at::kFloat));  // past ATen's grain: copy_
+  expect_clone(complex, true);
+  expect_clone(complex.conj(), false);
+  expect_clone(at::_neg_view(at::arange(6.0)), false);
+  expect_clone(at::_efficientzerotensor({2, 3}, at::kFloat), false);
+  expect_clone(at::arange(1 << 16, at::kFloat), false);  // past ATen's grain
   const at::Tensor watched = at::arange(6.0).requires_grad_();
   const at::Tensor copy = pooled_clone(watched);
   EXPECT_TRUE(copy.requires_grad());
   copy.sum().backward();
   EXPECT_TRUE(at::equal(watched.grad(), at::ones_like(watched)));
+  // A quantized tensor keeps to copy_, which refuses a plain destination
+  // rather than drop the scale.
+  const at::Tensor quantized = at::quantize_per_tensor(at::arange(4.0), 0.5, 0, at::kQInt8);
+  EXPECT_THROW(pooled_clone(quantized), c10::Error);
+  EXPECT_TRUE(at::equal(pooled_clone(at::empty({0, 3})), at::empty({0, 3})));
 }
 
 TEST(BufferPoolTest, AFreedBlockServesTheNextRequestOfItsSizeClass) {
