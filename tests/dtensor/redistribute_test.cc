@@ -468,6 +468,39 @@ TEST(RedistributeTest, FsdpOverTpStepsStayInsideTheDpGroups) {
   });
 }
 
+// A box is one view of the source, equal to its narrows taken one by one
+// (two on one dim included), strided sources and empty ranges too; one
+// outside the tensor is an error, never a read past it. Under autograd the
+// narrows themselves are taken.
+TEST(RedistributeTest, NarrowToTakesABoxAsOneView) {
+  using redistribute_internal::Narrow;
+  using redistribute_internal::narrow_to;
+  const at::Tensor t = at::arange(120, at::kFloat).reshape({4, 5, 6});
+  const std::vector<std::vector<Narrow>> boxes = {
+      {}, {{0, 1, 2}}, {{2, 3, 3}, {0, 0, 4}}, {{1, 1, 3}, {1, 1, 2}}, {{1, 5, 0}}};
+  for (const at::Tensor& source : {t, t.transpose(0, 2), t.narrow(1, 1, 3)}) {
+    for (const std::vector<Narrow>& box : boxes) {
+      if (!box.empty() && box.front().start + box.front().length > source.size(box.front().dim)) {
+        continue;
+      }
+      at::Tensor expected = source;
+      for (const Narrow& n : box) expected = expected.narrow(n.dim, n.start, n.length);
+      const at::Tensor view = narrow_to(source, box);
+      EXPECT_TRUE(view.is_alias_of(source));
+      EXPECT_EQ(view.sizes(), expected.sizes());
+      EXPECT_EQ(view.strides(), expected.strides());
+      EXPECT_EQ(view.storage_offset(), expected.storage_offset());
+      EXPECT_TRUE(at::equal(view, expected));
+    }
+  }
+  DTENSOR_EXPECT_ERROR(narrow_to(t, {{1, 4, 2}}), "expected a narrow within [4, 5, 6]");
+  DTENSOR_EXPECT_ERROR(narrow_to(t, {{3, 0, 1}}), "found dim 3");
+  const at::Tensor watched = at::arange(6.0).requires_grad_();
+  narrow_to(watched, {{0, 2, 3}}).sum().backward();
+  EXPECT_TRUE(at::equal(watched.grad(), at::tensor({0.0f, 0.0f, 1.0f, 1.0f, 1.0f, 0.0f})));
+  EXPECT_EQ(watched.grad().scalar_type(), at::kFloat);
+}
+
 TEST(RedistributeTest, InterleavedBlockCountFindsInPlaceLayouts) {
   using redistribute_internal::interleaved_block_count;
   const std::vector<int64_t> eight = {0, 1, 2, 3, 4, 5, 6, 7};
