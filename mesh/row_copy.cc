@@ -46,8 +46,7 @@ std::optional<RowCopy> rows_of(c10::IntArrayRef sizes, const char* source,
   return copy;
 }
 
-// Memory whose bytes are the part's values: not a lazily conjugated or
-// negated view, nor a zero tensor (no memory at all).
+// A part whose bytes are its values (base/tensor_memory.h), not empty.
 bool copyable(const StridedPart& part) { return part.length > 0 && holds_plain_cpu_values(part.t); }
 
 // Whether the part `destination` describes has the shape of `source`'s.

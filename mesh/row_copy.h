@@ -65,7 +65,8 @@ struct StridedPart {
 
 // `source` copied into `destination` as a RowCopy: nullopt unless both are
 // CPU memory of one dtype and shape holding their values as stored (no
-// conjugate or negative bit, no zero tensor), and nullopt when either side
+// conjugate or negative bit, no zero tensor, not quantized:
+// base/tensor_memory.h), and nullopt when either side
 // is not rows of one contiguous run at a constant stride, when its runs are
 // shorter than kShortestRowCopyRun bytes, or when it is a single run (a plain
 // copy, which ATen spreads over threads as it sees fit).
