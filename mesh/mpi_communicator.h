@@ -14,7 +14,12 @@
 // contiguous message with one copy but a strided datatype in pipelined
 // fragments, so the packed form is faster from there on (4 ranks on 2
 // cores: S(0) -> S(1) 2.6 vs 4.4 ms at 16 MiB, 52 vs 78 ms at 256 MiB; S(1)
-// -> R 0.58 vs 0.77 ms at 1 MiB, but 290 vs 205 us at 256 KiB).
+// -> R 0.58 vs 0.77 ms at 1 MiB, but 290 vs 205 us at 256 KiB). Where every
+// rank runs on one host and may read the others' memory, an all_gather_v
+// along a dim of 512 KiB or more skips the buffer: each rank reads its peers'
+// parts straight into their strided places (mesh/peer_memory.h), one copy
+// instead of MPI's copy plus the unpack (S(1) -> R at 16 MiB: 10.5-10.9
+// instead of 14.5-15.0 ms; reads_peers_directly()).
 // Start the program under `mpirun` and take the world communicator:
 //
 //   auto world = dtensor::MpiCommunicator::world();  // or make_world_communicator("mpi")
@@ -66,6 +71,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -100,6 +106,18 @@ class MpiCommunicator final : public Communicator {
   // the same group. Do not free it.
   MPI_Comm native_handle() const { return comm_; }
 
+  // Whether large gathers along a dim (S(1) -> R) read each peer's part
+  // straight into its strided place in the output (mesh/peer_memory.h)
+  // instead of gathering into a buffer and unpacking it: true when every
+  // rank runs on one host, the kernel lets each read the others' memory,
+  // and no rank set DTENSOR_MPI_DIRECT_READS=0. Decided once, by every rank
+  // together: the first call is collective (the first such gather makes it
+  // otherwise).
+  bool reads_peers_directly();
+  // How many gathers this communicator made by direct reads (a read that
+  // fails on any rank sends that call through MPI instead, uncounted).
+  int64_t gathers_by_direct_reads() const { return gathers_by_direct_reads_; }
+
  protected:
   void do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) override;
   void do_all_gather(const at::Tensor& input, at::Tensor& output) override;
@@ -130,12 +148,25 @@ class MpiCommunicator final : public Communicator {
   // Divides by size() after a kAvg reduction went through MPI as a sum.
   void finish_average(at::Tensor& tensor, ReduceOp op) const;
 
+  // The gather of do_all_gather_v_along by direct reads; false, on every
+  // rank alike, when some rank cannot take part (then `output` is to be
+  // gathered another way).
+  bool gather_along_by_reading(const at::Tensor& input, at::Tensor& output,
+                               const std::vector<int64_t>& sizes_per_rank, int64_t dim);
+  // Whether every rank's "ok" is true; also what keeps each rank's input
+  // alive until its peers have read it.
+  bool all_agree(bool ok);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   // A duplicate of comm_ for exchange's point-to-point messages, so they
   // never match a user's send/recv; made by the first exchange.
   MPI_Comm exchange_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 0;
+  // reads_peers_directly()'s answer once made, and each rank's process id.
+  std::optional<bool> peers_readable_;
+  std::vector<int64_t> peer_pids_;
+  int64_t gathers_by_direct_reads_ = 0;
 };
 
 namespace mpi_internal {

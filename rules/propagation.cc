@@ -185,8 +185,7 @@ class Engine {
       }
       // Running on whole inputs is always right for the op's own kernel (and
       // its local kernel, which runs for every layout).
-      ShardingRow replicate = replicate_row(call_);
-      if (!offers(rows_[m], replicate)) add_row(m, std::move(replicate));
+      add_row(m, replicate_row(call_));
       std::stable_sort(
           rows_[m].begin(), rows_[m].end(),
           [](const CandidateRow& a, const CandidateRow& b) { return a.cost < b.cost; });
@@ -201,10 +200,21 @@ class Engine {
                        [](const Strategy& strategy) { return strategy.updates_layout_in_place; });
   }
 
+  // Whether `candidates` hold `row` already (rows as `add_row` keeps them:
+  // every input placement set). Strategies may give a row twice (a binary
+  // op split alike from either operand); a second copy would only double
+  // the combinations tried.
   static bool offers(const std::vector<CandidateRow>& candidates, const ShardingRow& row) {
+    // Outputs may be null (a rule that leaves one unset).
+    const auto same = [](const std::vector<PlacementPtr>& a, const std::vector<PlacementPtr>& b) {
+      return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                        [](const PlacementPtr& x, const PlacementPtr& y) {
+                          return x == y || (x != nullptr && y != nullptr && *x == *y);
+                        });
+    };
     return std::any_of(candidates.begin(), candidates.end(), [&](const CandidateRow& c) {
-      return same_placements(c.row.inputs, row.inputs) &&
-             same_placements(c.row.outputs, row.outputs);
+      return same(c.row.inputs, row.inputs) && same(c.row.outputs, row.outputs) &&
+             c.row.assumes_inputs_kept_on == row.assumes_inputs_kept_on;
     });
   }
 
@@ -231,6 +241,7 @@ class Engine {
       candidate.cost += placement_change_cost(*spec.placements()[m], *candidate.row.inputs[i],
                                               global_bytes(spec), call_.mesh().size(m), costs_);
     }
+    if (offers(rows_[m], candidate.row)) return;
     candidate.cost += deferred_reduction_cost(m, candidate.row);
     rows_[m].push_back(std::move(candidate));
   }
@@ -300,10 +311,15 @@ class Engine {
       DTENSOR_CHECK(!rows_[m].empty(), name_, ": no strategy keeps the layout of the ",
                     "tensor written in place (inputs ", call_.describe_inputs(), ")");
     }
-    // Costs add up over mesh dims, so the cheapest row per dim is the cheapest
-    // combination; the rest are tried, cheapest first, only if it does not fit.
-    std::vector<Choice> choices = ranked_choices();
+    // Costs add up over mesh dims, so the cheapest row per dim (each dim's
+    // rows are sorted, cheapest first) is the cheapest combination, and the
+    // first of the ranking below too; the rest are ranked and tried, cheapest
+    // first, only if it does not fit.
+    Choice cheapest;
+    for (int64_t m = 0; m < ndim; ++m) cheapest.rows.push_back(&rows_[m].front());
     std::string last_error;
+    if (auto result = try_choice(cheapest, last_error)) return result;
+    std::vector<Choice> choices = ranked_choices();
     for (const Choice& choice : choices) {
       if (auto result = try_choice(choice, last_error)) return result;
     }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -463,6 +464,55 @@ TEST(MpiCommunicatorTest, AllToAllVPast2GiBPerRank) {
   pair->all_to_all_v(input, {to_rank0(me), to_rank1}, output, received);
   EXPECT_TRUE(at::all(output.narrow(0, 0, received[0]) == me).item<bool>());
   EXPECT_TRUE(at::all(output.narrow(0, received[0], received[1]) == 10 + me).item<bool>());
+}
+
+// ---- Gathers along a dim by direct reads of peers' memory ------------------
+
+// Whether this job's ranks may read each other's memory: one host, and no
+// Yama policy narrower than the kernel's default (same user).
+bool peers_may_read_each_other() {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int host_size = 0;
+  MPI_Comm_size(host, &host_size);
+  MPI_Comm_free(&host);
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  if (yama) yama >> scope;
+  return host_size == world_size() && scope == 0;
+}
+
+// Large gathers along dim 1 or 2 (S(1) -> R) read their peers' parts into
+// place where the ranks may read each other: the shared cases' strided
+// outputs of 512 KiB and more, uneven with empty parts, exact in every dtype.
+TEST(MpiCommunicatorTest, GathersAlongADimByReadingPeers) {
+  if (!peers_may_read_each_other()) {
+    GTEST_SKIP() << "the ranks are on several hosts, or Yama restricts ptrace";
+  }
+  ASSERT_TRUE(world().reads_peers_directly());
+  const int64_t before = world().gathers_by_direct_reads();
+  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    testing::check_all_gather_v_along(world(), dtype);
+  }
+  // Two of the cases per dtype are large and strided.
+  EXPECT_EQ(world().gathers_by_direct_reads() - before,
+            2 * static_cast<int64_t>(testing::collective_test_dtypes().size()));
+}
+
+// DTENSOR_MPI_DIRECT_READS=0 turns the reads off (for the communicators
+// that decide after it is set): the same gathers through MPI, as exact.
+TEST(MpiCommunicatorTest, GathersAlongADimThroughMpiWhenDirectReadsAreOff) {
+  ASSERT_EQ(setenv("DTENSOR_MPI_DIRECT_READS", "0", 1), 0);
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const bool direct = comm.reads_peers_directly();
+  unsetenv("DTENSOR_MPI_DIRECT_READS");
+  EXPECT_FALSE(direct);
+  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    testing::check_all_gather_v_along(comm, dtype);
+  }
+  EXPECT_EQ(comm.gathers_by_direct_reads(), 0);
 }
 
 // ---- The shared, backend-agnostic cases ----------------------------------
