@@ -1,12 +1,14 @@
 // Copyright 2026 The dtensor Authors.
 #include <dtensor/mesh/mpi_communicator.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,7 +19,7 @@
 #include <c10/util/Half.h>
 
 #include <dtensor/base/check.h>
-#include <dtensor/base/environment.h>
+#include <dtensor/base/tensor_memory.h>
 #include <dtensor/mesh/peer_memory.h>
 
 namespace dtensor {
@@ -528,9 +530,33 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
 // S1_to_R, 4 ranks, in place vs packed: 205 vs 290 us at 256 KiB, 0.77 vs
 // 0.58 ms at 1 MiB, 14.8 vs 9.2 ms at 16 MiB). The output's shape is the
 // same on every rank, so they all choose alike.
-// From kGatherPackedFrom bytes, where the gather would go through a buffer
-// and an unpack, ranks that can read each other's memory take their peers'
-// parts straight into place instead (reads_peers_directly).
+namespace {
+
+// Direct reads cost two small collectives (where the parts are, and that
+// every rank read them) and one call of the kernel per batch of rows, where
+// the packed gather costs one collective and an unpack pass over the
+// output. They pay from outputs of about 2 MiB (4 ranks on 2 cores, S(1) ->
+// R: at 1 MiB about 50 us slower, at 4 MiB 10-15% faster), and only with rows
+// of 256 bytes or more ([rows, w] float parts along dim 1, 4 ranks: 10.8 vs
+// 13.8 ms at 256-byte rows, 64.6 vs 15.0 ms at 16-byte rows). Every rank has
+// the sizes, shape and dtype, so all choose alike.
+bool direct_reads_pay(const at::Tensor& output, const std::vector<int64_t>& sizes, int64_t dim) {
+  constexpr int64_t kDirectReadsFrom = int64_t{2} << 20;
+  constexpr int64_t kShortestDirectRow = 256;
+  if (static_cast<int64_t>(output.nbytes()) < kDirectReadsFrom) return false;
+  // A part's rows are its slices along `dim` with every dim after it.
+  int64_t slice_row_bytes = static_cast<int64_t>(output.element_size());
+  for (int64_t d = dim + 1; d < output.dim(); ++d) slice_row_bytes *= output.size(d);
+  return std::none_of(sizes.begin(), sizes.end(), [&](int64_t size) {
+    return size > 0 && size * slice_row_bytes < kShortestDirectRow;
+  });
+}
+
+}  // namespace
+
+// From kGatherPackedFrom bytes the gather goes through a buffer and an
+// unpack, unless the ranks can read each other's memory and it pays: then
+// each takes its peers' parts straight into place (reads_peers_directly).
 void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
                                             const std::vector<int64_t>& sizes_per_rank,
                                             int64_t dim) {
@@ -542,7 +568,8 @@ void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor&
     return do_exchange(std::vector<at::Tensor>(size_, input),
                        slices_along(output, dim, sizes_per_rank));
   }
-  if (reads_peers_directly() && gather_along_by_reading(input, output, sizes_per_rank, dim)) {
+  if (direct_reads_pay(output, sizes_per_rank, dim) && reads_peers_directly() &&
+      gather_along_by_reading(input, output, sizes_per_rank, dim)) {
     return;
   }
   Communicator::do_all_gather_v_along(input, output, sizes_per_rank, dim);
@@ -556,8 +583,15 @@ bool MpiCommunicator::all_agree(bool ok) {
 
 bool MpiCommunicator::reads_peers_directly() {
   if (peers_readable_) return *peers_readable_;
-  bool ok =
-      whole_number_from_environment("DTENSOR_MPI_DIRECT_READS", 1, 0, "0 (off) or 1 (on)") != 0;
+  const char* setting = std::getenv("DTENSOR_MPI_DIRECT_READS");
+  const std::string_view value = setting == nullptr ? "" : setting;
+  const bool valid = value.empty() || value == "0" || value == "1";
+  // Agreed first, so that a bad value throws on every rank alike instead of
+  // leaving the others waiting in the next collective.
+  DTENSOR_CHECK(all_agree(valid), "DTENSOR_MPI_DIRECT_READS",
+                valid ? " on another rank:" : std::string(": found \"") + setting + "\";",
+                " expected 0 (off), 1 (on) or unset");
+  bool ok = value != "0";
   // One host: the ranks sharing memory with this one are all of them.
   MPI_Comm host = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host),
@@ -589,31 +623,34 @@ bool MpiCommunicator::reads_peers_directly() {
 bool MpiCommunicator::gather_along_by_reading(const at::Tensor& input, at::Tensor& output,
                                               const std::vector<int64_t>& sizes_per_rank,
                                               int64_t dim) {
-  // Each rank posts where its part is; a rank whose part is not plain
-  // contiguous CPU memory (or whose output is not) opts every rank out.
-  const bool usable = input.is_cpu() && input.is_contiguous() && output.is_cpu();
-  const std::array<int64_t, 2> mine = {
-      usable ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(input.data_ptr()))};
-  std::vector<int64_t> posted(2 * static_cast<size_t>(size_));
-  check_mpi(MPI_Allgather(mine.data(), 2, MPI_INT64_T, posted.data(), 2, MPI_INT64_T, comm_),
+  // Each rank posts where its part is and how long; a rank whose part is not
+  // plain contiguous CPU memory (or whose output is not) opts every rank out.
+  const bool usable =
+      holds_plain_cpu_values(input) && input.is_contiguous() && holds_plain_cpu_values(output);
+  const std::array<int64_t, 3> mine = {
+      usable ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(input.data_ptr())),
+      static_cast<int64_t>(input.nbytes())};
+  std::vector<int64_t> posted(3 * static_cast<size_t>(size_));
+  check_mpi(MPI_Allgather(mine.data(), 3, MPI_INT64_T, posted.data(), 3, MPI_INT64_T, comm_),
             "MPI_Allgather");
   for (int peer = 0; peer < size_; ++peer) {
-    if (posted[2 * peer] == 0) return false;
+    if (posted[3 * peer] == 0) return false;
   }
-  const std::vector<at::Tensor> places = slices_along(output, dim, sizes_per_rank);
   bool ok = true;
+  // Nothing may leave this rank out of the agreement below: its peers would wait.
   try {
+    const std::vector<at::Tensor> places = slices_along(output, dim, sizes_per_rank);
     places[rank_].copy_(input);
-  } catch (const std::exception&) {
-    ok = false;  // agreed below, so that no rank waits on this one
-  }
-  // Starting after this rank, so that the ranks do not all read rank 0 first.
-  for (int k = 1; k < size_ && ok; ++k) {
-    const int peer = (rank_ + k) % size_;
-    const at::Tensor& place = places[peer];
-    const RemoteBytes part{peer_pids_[peer], static_cast<uint64_t>(posted[2 * peer + 1]),
-                           static_cast<int64_t>(place.numel()) * place.element_size()};
-    ok = read_peer_bytes(part, place);
+    // Starting after this rank, so that the ranks do not all read rank 0 first.
+    for (int k = 1; k < size_ && ok; ++k) {
+      const int peer = (rank_ + k) % size_;
+      const RemoteBytes part{peer_pids_[peer], static_cast<uint64_t>(posted[3 * peer + 1]),
+                             posted[3 * peer + 2]};
+      // A part of another length (sizes that differ between ranks) is refused.
+      ok = read_peer_bytes(part, places[peer]);
+    }
+  } catch (...) {
+    ok = false;
   }
   // Also keeps every input alive until its readers are done.
   if (!all_agree(ok)) return false;

@@ -34,9 +34,12 @@ struct RemoteBytes {
 // Copies `source` into `destination` (CPU memory, any strides, elements in
 // row-major order), as if `source` were a contiguous tensor of
 // destination's shape and dtype. Returns false, having written some or none
-// of `destination`, when the sizes differ or the kernel refuses or cuts
-// short the read (no permission, the process gone, an address not mapped);
-// never throws for those, so that ranks can agree on falling back.
+// of `destination`, when the sizes differ, when `destination` is not plain
+// memory of its own (holds_plain_cpu_values in base/tensor_memory.h, and no
+// two elements at one address), or when the kernel refuses or cuts short
+// the read (no permission, the process gone, an address not mapped; always,
+// off Linux); never throws for those, so that ranks can agree on falling
+// back.
 bool read_peer_bytes(const RemoteBytes& source, const at::Tensor& destination);
 
 }  // namespace dtensor

@@ -6,9 +6,9 @@
 // test makes the same collective calls on every rank.
 #include <dtensor/mesh/mpi_communicator.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -20,6 +20,8 @@
 #include <gtest/gtest.h>
 
 #include <dtensor/base/check.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include "tests/support/collective_cases.h"
 #include "tests/support/expect_error.h"
 
@@ -468,51 +470,95 @@ TEST(MpiCommunicatorTest, AllToAllVPast2GiBPerRank) {
 
 // ---- Gathers along a dim by direct reads of peers' memory ------------------
 
-// Whether this job's ranks may read each other's memory: one host, and no
-// Yama policy narrower than the kernel's default (same user).
+// Whether this job's ranks may read each other's memory, found without the
+// communicator: one host, and each rank's raw process_vm_readv of its next
+// peer's value returns that value.
 bool peers_may_read_each_other() {
   MPI_Comm host = MPI_COMM_NULL;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
   int host_size = 0;
   MPI_Comm_size(host, &host_size);
   MPI_Comm_free(&host);
-  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
-  int scope = 0;
-  if (yama) yama >> scope;
-  return host_size == world_size() && scope == 0;
+  const int rank = world_rank(), size = world_size();
+  int64_t value = 1000 + rank;
+  const std::array<int64_t, 2> mine = {static_cast<int64_t>(getpid()),
+                                       static_cast<int64_t>(reinterpret_cast<uintptr_t>(&value))};
+  std::vector<int64_t> posted(2 * static_cast<size_t>(size));
+  MPI_Allgather(mine.data(), 2, MPI_INT64_T, posted.data(), 2, MPI_INT64_T, MPI_COMM_WORLD);
+  const int next = (rank + 1) % size;
+  int64_t read = 0;
+  iovec local{&read, sizeof(read)};
+  iovec remote{reinterpret_cast<void*>(posted[2 * next + 1]), sizeof(read)};
+  int ok = process_vm_readv(static_cast<pid_t>(posted[2 * next]), &local, 1, &remote, 1, 0) ==
+               static_cast<ssize_t>(sizeof(read)) &&
+           read == 1000 + next && host_size == size;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return ok != 0;
 }
 
-// Large gathers along dim 1 or 2 (S(1) -> R) read their peers' parts into
-// place where the ranks may read each other: the shared cases' strided
-// outputs of 512 KiB and more, uneven with empty parts, exact in every dtype.
+// Sets an environment variable on this rank for the scope.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnvironment() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// Large gathers along a dim (S(1) -> R) read their peers' parts into place
+// where the ranks may read each other. Of the shared cases (uneven parts of
+// p % 3 slices for rank p, empty ones included, exact in every dtype), the
+// [64, total, 4096] output along dim 1 does where it has 2 MiB or more;
+// [64, 4096, total] along dim 2 (rows of 1 or 2 elements) and the small
+// ones go through MPI, which is faster there.
 TEST(MpiCommunicatorTest, GathersAlongADimByReadingPeers) {
-  if (!peers_may_read_each_other()) {
-    GTEST_SKIP() << "the ranks are on several hosts, or Yama restricts ptrace";
+  const bool expected = peers_may_read_each_other();
+  ASSERT_EQ(world().reads_peers_directly(), expected);
+  if (!expected) GTEST_SKIP() << "the ranks are on several hosts, or may not read each other";
+  int64_t total = 0;
+  for (int p = 0; p < world_size(); ++p) total += p % 3;
+  int64_t large = 0;
+  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
+    large +=
+        64 * total * 4096 * static_cast<int64_t>(c10::elementSize(dtype)) >= (int64_t{2} << 20);
   }
-  ASSERT_TRUE(world().reads_peers_directly());
+  if (large == 0) GTEST_SKIP() << "needs 3 ranks for an output of 2 MiB";
   const int64_t before = world().gathers_by_direct_reads();
   for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
     SCOPED_TRACE(::testing::Message() << dtype);
     testing::check_all_gather_v_along(world(), dtype);
   }
-  // Two of the cases per dtype are large and strided.
-  EXPECT_EQ(world().gathers_by_direct_reads() - before,
-            2 * static_cast<int64_t>(testing::collective_test_dtypes().size()));
+  EXPECT_EQ(world().gathers_by_direct_reads() - before, large);
 }
 
 // DTENSOR_MPI_DIRECT_READS=0 turns the reads off (for the communicators
 // that decide after it is set): the same gathers through MPI, as exact.
 TEST(MpiCommunicatorTest, GathersAlongADimThroughMpiWhenDirectReadsAreOff) {
-  ASSERT_EQ(setenv("DTENSOR_MPI_DIRECT_READS", "0", 1), 0);
   MpiCommunicator comm(MPI_COMM_WORLD);
-  const bool direct = comm.reads_peers_directly();
-  unsetenv("DTENSOR_MPI_DIRECT_READS");
-  EXPECT_FALSE(direct);
+  {
+    const ScopedEnvironment off("DTENSOR_MPI_DIRECT_READS", "0");
+    EXPECT_FALSE(comm.reads_peers_directly());
+  }
   for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
     SCOPED_TRACE(::testing::Message() << dtype);
     testing::check_all_gather_v_along(comm, dtype);
   }
   EXPECT_EQ(comm.gathers_by_direct_reads(), 0);
+}
+
+// A malformed DTENSOR_MPI_DIRECT_READS on one rank throws on every rank
+// (none waits for it), naming the value where it was set.
+TEST(MpiCommunicatorTest, AMalformedDirectReadsSettingThrowsOnEveryRank) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const ScopedEnvironment bad("DTENSOR_MPI_DIRECT_READS", world_rank() == 1 ? "yes" : "1");
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  DTENSOR_EXPECT_ERROR(comm.reads_peers_directly(), "expected 0 (off), 1 (on) or unset");
+  if (world_rank() == 1) {
+    DTENSOR_EXPECT_ERROR(comm.reads_peers_directly(), "DTENSOR_MPI_DIRECT_READS: found \"yes\";");
+  } else {
+    DTENSOR_EXPECT_ERROR(comm.reads_peers_directly(), "DTENSOR_MPI_DIRECT_READS on another rank:");
+  }
 }
 
 // ---- The shared, backend-agnostic cases ----------------------------------
