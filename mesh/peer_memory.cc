@@ -34,24 +34,25 @@ Runs runs_of(const at::Tensor& t) {
 
 // The kernel reads at most MAX_RW_COUNT (2 GiB less a page) per call and
 // IOV_MAX pieces: batches stay under both.
-constexpr int64_t kMaxBatchBytes = int64_t{1} << 30;
+constexpr int64_t kMaxCallBytes = int64_t{1} << 30;
 
 // Local pieces gathered into calls of the kernel, each reading the next
 // bytes of the source; `ok` turns false at the first refused or short read.
 class BatchedRead {
  public:
-  explicit BatchedRead(const RemoteBytes& source) : source_(source) {
+  BatchedRead(const RemoteBytes& source, int64_t max_call_bytes)
+      : source_(source), max_call_bytes_(max_call_bytes) {
     pieces_.reserve(static_cast<size_t>(IOV_MAX));
   }
 
   void add(char* at, int64_t bytes) {
     while (bytes > 0 && ok_) {
-      const int64_t take = std::min(bytes, kMaxBatchBytes - batch_bytes_);
+      const int64_t take = std::min(bytes, max_call_bytes_ - batch_bytes_);
       pieces_.push_back({at, static_cast<size_t>(take)});
       batch_bytes_ += take;
       at += take;
       bytes -= take;
-      if (pieces_.size() == static_cast<size_t>(IOV_MAX) || batch_bytes_ == kMaxBatchBytes) {
+      if (pieces_.size() == static_cast<size_t>(IOV_MAX) || batch_bytes_ == max_call_bytes_) {
         flush();
       }
     }
@@ -80,6 +81,7 @@ class BatchedRead {
   }
 
   const RemoteBytes& source_;
+  const int64_t max_call_bytes_;
   std::vector<iovec> pieces_;
   int64_t offset_ = 0;
   int64_t batch_bytes_ = 0;
@@ -113,13 +115,20 @@ bool is_plain_destination(const at::Tensor& t) {
 }  // namespace
 
 bool read_peer_bytes(const RemoteBytes& source, const at::Tensor& destination) {
-  if (!is_plain_destination(destination) ||
+  return peer_memory_internal::read_peer_bytes(source, destination, kMaxCallBytes);
+}
+
+namespace peer_memory_internal {
+
+bool read_peer_bytes(const RemoteBytes& source, const at::Tensor& destination,
+                     int64_t max_call_bytes) {
+  if (max_call_bytes <= 0 || !is_plain_destination(destination) ||
       source.bytes != static_cast<int64_t>(destination.numel()) * destination.element_size()) {
     return false;
   }
   if (source.bytes == 0) return true;
   const Runs runs = runs_of(destination);
-  BatchedRead read(source);
+  BatchedRead read(source, max_call_bytes);
   // Odometer over the dims before inner_dim.
   std::vector<int64_t> index(static_cast<size_t>(runs.inner_dim), 0);
   char* const base = static_cast<char*>(destination.data_ptr());
@@ -135,4 +144,5 @@ bool read_peer_bytes(const RemoteBytes& source, const at::Tensor& destination) {
   return read.finish();
 }
 
+}  // namespace peer_memory_internal
 }  // namespace dtensor

@@ -42,4 +42,13 @@ struct RemoteBytes {
 // back.
 bool read_peer_bytes(const RemoteBytes& source, const at::Tensor& destination);
 
+namespace peer_memory_internal {
+// read_peer_bytes with calls of the kernel of at most `max_call_bytes` each
+// (read_peer_bytes: 1 GiB, under the kernel's limit of 2 GiB less a page
+// per call), splitting runs longer than that; small limits let tests reach
+// the splits.
+bool read_peer_bytes(const RemoteBytes& source, const at::Tensor& destination,
+                     int64_t max_call_bytes);
+}  // namespace peer_memory_internal
+
 }  // namespace dtensor

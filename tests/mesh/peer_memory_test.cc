@@ -63,6 +63,22 @@ TEST_F(PeerMemoryTest, ReadsIntoAColumnBlockInBatches) {
   }
 }
 
+// Calls of the kernel capped at a few bytes (1 GiB in read_peer_bytes):
+// runs longer than a call are split across calls, and calls end mid-run,
+// and the bytes still land in order.
+TEST_F(PeerMemoryTest, SplitsRunsAcrossCallsOfTheKernel) {
+  const at::Tensor source = counting({40, 7}, at::kLong);
+  for (int64_t max_call_bytes : {int64_t{8}, int64_t{24}, int64_t{56}, int64_t{100}}) {
+    SCOPED_TRACE(::testing::Message() << max_call_bytes << " bytes per call");
+    at::Tensor whole = at::full({40, 10}, -1, at::kLong);
+    at::Tensor block = whole.narrow(1, 1, 7);
+    ASSERT_TRUE(peer_memory_internal::read_peer_bytes(bytes_of(source), block, max_call_bytes));
+    EXPECT_TRUE(at::equal(block, source));
+    EXPECT_TRUE(at::equal(whole.narrow(1, 0, 1), at::full({40, 1}, -1, at::kLong)));
+    EXPECT_TRUE(at::equal(whole.narrow(1, 8, 2), at::full({40, 2}, -1, at::kLong)));
+  }
+}
+
 // Any strides: a transposed destination (runs of one element), one with
 // dims of one, one contiguous, a 0-dim one.
 TEST_F(PeerMemoryTest, ReadsIntoAnyStrides) {
