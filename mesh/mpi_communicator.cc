@@ -523,13 +523,6 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
             "MPI_Waitall");
 }
 
-// S(1) -> R. Small outputs: each rank's part goes straight into its strided
-// place (derived datatypes, no unpack). From kGatherPackedFrom bytes, one
-// MPI_Allgatherv into a pooled buffer and one unpack copy are faster: Open
-// MPI moves a strided datatype in pipelined fragments (redistribute_bench
-// S1_to_R, 4 ranks, in place vs packed: 205 vs 290 us at 256 KiB, 0.77 vs
-// 0.58 ms at 1 MiB, 14.8 vs 9.2 ms at 16 MiB). The output's shape is the
-// same on every rank, so they all choose alike.
 namespace {
 
 // Direct reads cost two small collectives (where the parts are, and that
@@ -554,9 +547,15 @@ bool direct_reads_pay(const at::Tensor& output, const std::vector<int64_t>& size
 
 }  // namespace
 
-// From kGatherPackedFrom bytes the gather goes through a buffer and an
-// unpack, unless the ranks can read each other's memory and it pays: then
-// each takes its peers' parts straight into place (reads_peers_directly).
+// S(1) -> R. Small outputs: each rank's part goes straight into its strided
+// place (derived datatypes, no unpack). From kGatherPackedFrom bytes, one
+// MPI_Allgatherv into a pooled buffer and one unpack copy are faster: Open
+// MPI moves a strided datatype in pipelined fragments (redistribute_bench
+// S1_to_R, 4 ranks, in place vs packed: 205 vs 290 us at 256 KiB, 0.77 vs
+// 0.58 ms at 1 MiB, 14.8 vs 9.2 ms at 16 MiB), unless the ranks can read
+// each other's memory and direct_reads_pay: then each takes its peers'
+// parts straight into place (reads_peers_directly). The output's shape is
+// the same on every rank, so they all choose alike.
 void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
                                             const std::vector<int64_t>& sizes_per_rank,
                                             int64_t dim) {
