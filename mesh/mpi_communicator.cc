@@ -529,7 +529,7 @@ namespace {
 // every rank read them) and one call of the kernel per batch of rows, where
 // the packed gather costs one collective and an unpack pass over the
 // output. They pay from outputs of about 2 MiB (4 ranks on 2 cores, S(1) ->
-// R: at 1 MiB about 50 us slower, at 4 MiB 10-15% faster), and only with rows
+// R: at 1 MiB about 50 us slower, at 4 MiB about even, from 16 MiB ahead), and only with rows
 // of 256 bytes or more ([rows, w] float parts along dim 1, 4 ranks: 10.8 vs
 // 13.8 ms at 256-byte rows, 64.6 vs 15.0 ms at 16-byte rows). Every rank has
 // the sizes, shape and dtype, so all choose alike.
@@ -580,6 +580,14 @@ bool MpiCommunicator::all_agree(bool ok) {
   return agreed != 0;
 }
 
+std::vector<int64_t> MpiCommunicator::all_gather_words(absl::Span<const int64_t> words) {
+  const int count = static_cast<int>(words.size());
+  std::vector<int64_t> all(words.size() * static_cast<size_t>(size_));
+  check_mpi(MPI_Allgather(words.data(), count, MPI_INT64_T, all.data(), count, MPI_INT64_T, comm_),
+            "MPI_Allgather");
+  return all;
+}
+
 bool MpiCommunicator::reads_peers_directly() {
   if (peers_readable_) return *peers_readable_;
   const char* setting = std::getenv("DTENSOR_MPI_DIRECT_READS");
@@ -605,9 +613,7 @@ bool MpiCommunicator::reads_peers_directly() {
   const std::array<int64_t, 2> mine = {
       static_cast<int64_t>(getpid()),
       static_cast<int64_t>(reinterpret_cast<uintptr_t>(probe.data_ptr()))};
-  std::vector<int64_t> posted(2 * static_cast<size_t>(size_));
-  check_mpi(MPI_Allgather(mine.data(), 2, MPI_INT64_T, posted.data(), 2, MPI_INT64_T, comm_),
-            "MPI_Allgather");
+  const std::vector<int64_t> posted = all_gather_words(mine);
   for (int peer = 0; peer < size_ && ok; ++peer) {
     at::Tensor read = at::zeros({1}, at::kLong);
     ok =
@@ -629,9 +635,7 @@ bool MpiCommunicator::gather_along_by_reading(const at::Tensor& input, at::Tenso
   const std::array<int64_t, 3> mine = {
       usable ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(input.data_ptr())),
       static_cast<int64_t>(input.nbytes())};
-  std::vector<int64_t> posted(3 * static_cast<size_t>(size_));
-  check_mpi(MPI_Allgather(mine.data(), 3, MPI_INT64_T, posted.data(), 3, MPI_INT64_T, comm_),
-            "MPI_Allgather");
+  const std::vector<int64_t> posted = all_gather_words(mine);
   for (int peer = 0; peer < size_; ++peer) {
     if (posted[3 * peer] == 0) return false;
   }

@@ -78,6 +78,7 @@
 #include <vector>
 
 #include <dtensor/mesh/communicator.h>
+#include "absl/types/span.h"
 
 namespace dtensor {
 
@@ -158,6 +159,8 @@ class MpiCommunicator final : public Communicator {
   // Whether every rank's "ok" is true; also what keeps each rank's input
   // alive until its peers have read it.
   bool all_agree(bool ok);
+  // Every rank's `words`, rank after rank (the same count on every rank).
+  std::vector<int64_t> all_gather_words(absl::Span<const int64_t> words);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   // A duplicate of comm_ for exchange's point-to-point messages, so they

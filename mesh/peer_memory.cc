@@ -129,17 +129,20 @@ bool read_peer_bytes(const RemoteBytes& source, const at::Tensor& destination,
   if (source.bytes == 0) return true;
   const Runs runs = runs_of(destination);
   BatchedRead read(source, max_call_bytes);
-  // Odometer over the dims before inner_dim.
+  // Odometer over the dims before inner_dim, moving the run's address along.
   std::vector<int64_t> index(static_cast<size_t>(runs.inner_dim), 0);
-  char* const base = static_cast<char*>(destination.data_ptr());
   const int64_t element = destination.element_size();
+  char* at = static_cast<char*>(destination.data_ptr());
   while (true) {
-    int64_t at = 0;
-    for (int64_t d = 0; d < runs.inner_dim; ++d) at += index[d] * destination.stride(d) * element;
-    read.add(base + at, runs.run_bytes);
+    read.add(at, runs.run_bytes);
     int64_t d = runs.inner_dim - 1;
-    while (d >= 0 && ++index[d] == destination.size(d)) index[d--] = 0;
+    for (; d >= 0 && index[d] + 1 == destination.size(d); --d) {
+      at -= index[d] * destination.stride(d) * element;
+      index[d] = 0;
+    }
     if (d < 0) break;
+    ++index[d];
+    at += destination.stride(d) * element;
   }
   return read.finish();
 }

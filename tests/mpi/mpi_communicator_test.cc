@@ -18,10 +18,10 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-
-#include <dtensor/base/check.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include <dtensor/base/check.h>
 #include "tests/support/collective_cases.h"
 #include "tests/support/expect_error.h"
 
