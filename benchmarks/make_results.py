@@ -70,8 +70,9 @@ runs, so no page fault lands in a timed call. Each cell: time per call / busbw G
 REDISTRIBUTE_ABOUT = """\
 `redistribute_bench` times `DTensor::redistribute(target)` per transition against the raw
 collective(s) it rests on, both in the same run, alternating per iteration. Size = bytes of the
-*global* float32 tensor `[bytes / 1024, 256]` (S(1) splits the 256 columns); 1-D cases run on a
-mesh (n), 2-D cases on (2, n/2). **Raw** is run on buffers allocated and zero-filled before the
+*global* float32 tensor `[bytes / 1024, 256]` (S(1) splits the 256 columns; the `_wide` cases'
+`[bytes / 4096, 1024]`, column blocks of 1 KiB rows on 4 ranks, as a model's hidden dim splits);
+1-D cases run on a mesh (n), 2-D cases on (2, n/2). **Raw** is run on buffers allocated and zero-filled before the
 run (the redistribute allocates its output in the timed call); for 2-D cases it is the sum of
 the steps of the cheapest plan known, back to back; R → S(0) has no collective: its raw is a
 memcpy of the local shard (busbw 0). **ratio** = Σ redistribute time / Σ raw time. **busbw**

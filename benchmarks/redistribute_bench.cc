@@ -11,6 +11,10 @@
 //     P_to_R     P(sum) -> R      raw: all_reduce of the global bytes
 //     P_to_S0    P(sum) -> S(0)   raw: reduce_scatter of the global bytes
 //     S0_to_S1   S(0) -> S(1)     raw: all_to_all of the local shard (global / n)
+//     S0_to_S1_wide, S1_to_S0_wide  S(0) -> S(1) and back of [rows, 1024] (column blocks of
+//                                 rows of 1 KiB on 4 ranks, as a hidden dim of a model
+//                                 splits, where S0_to_S1's are 256 bytes)
+//                                 raw: all_to_all of the local shard (global / n)
 //     R_to_S0    R -> S(0)        raw: none exists (a local slice): a memcpy of the local
 //                                 shard (global / n bytes); busbw is 0 (nothing crosses a link)
 //     P_to_R_given   std::move(x).redistribute(R) of P(sum): the source given up, so the
@@ -44,8 +48,9 @@
 //   d0:all_gather]" (d0,1: the flattened mesh; benchmarks/make_results.py reads it).
 //
 // Tensors: float32, global shape [rows, 256] with rows = bytes / 1024 (S(1) splits the 256
-// columns), bytes = 4 KiB .. 256 MiB in powers of 4: the size in the name is the GLOBAL tensor's
-// bytes. At 4 KiB there are 4 rows, so up to 4 ranks every shard is non-empty and even.
+// columns; the _wide cases' [rows, 1024], rows = bytes / 4096), bytes = 4 KiB .. 256 MiB in
+// powers of 4: the size in the name is the GLOBAL tensor's bytes. At 4 KiB there are 4 rows, so
+// up to 4 ranks every shard is non-empty and even (the _wide cases have 1 row there).
 // Values are zeros (speed does not depend on them). A Partial source is built as
 // redistribute_any(distribute_tensor(zeros, mesh, R), P(sum)), since the public redistribute
 // refuses Partial targets.
@@ -126,6 +131,7 @@ constexpr int64_t kMaxBytes = int64_t{1} << 28;  // 256 MiB
 constexpr int64_t kBytesStep = 4;
 constexpr int64_t kColumns = 256;
 constexpr int64_t kRowBytes = kColumns * static_cast<int64_t>(sizeof(float));
+constexpr int64_t kWideColumns = 1024;
 
 // ---------------------------------------------------------------------------
 // Cases.
@@ -155,6 +161,7 @@ struct Case {
   // its raw contenders (which run in every iteration too): Google
   // Benchmark's count, sized by the case's time, would run them for minutes.
   int64_t iterations = 0;  // 0: Google Benchmark's choice
+  int64_t columns = kColumns;  // of the global [rows, columns] tensor
 };
 
 std::string units_text(std::vector<int64_t> units) {
@@ -182,6 +189,10 @@ std::vector<Case> make_cases(int n) {
       {"P_to_R", 1, "P(sum)", "R", {{"all_reduce", Group::kDim0, Share::kGlobal}}},
       {"P_to_S0", 1, "P(sum)", "S(0)", {{"reduce_scatter", Group::kDim0, Share::kGlobal}}},
       {"S0_to_S1", 1, "S(0)", "S(1)", {{"all_to_all", Group::kDim0, Share::kPerRank}}},
+      {"S0_to_S1_wide", 1, "S(0)", "S(1)", {{"all_to_all", Group::kDim0, Share::kPerRank}},
+       false, 0, kWideColumns},
+      {"S1_to_S0_wide", 1, "S(1)", "S(0)", {{"all_to_all", Group::kDim0, Share::kPerRank}},
+       false, 0, kWideColumns},
       {"R_to_S0", 1, "R", "S(0)", {{"memcpy", Group::kDim0, Share::kPerRank}}},
       {"P_to_R_given", 1, "P(sum)", "R", {{"all_reduce", Group::kDim0, Share::kGlobal}}, true},
       {"R_to_S0_given", 1, "R", "S(0)", {{"memcpy", Group::kDim0, Share::kPerRank}}, true, 200},
@@ -256,8 +267,8 @@ class CaseRun {
   CaseRun(const RankContext& ctx, const Meshes& meshes, const Case& c, int64_t bytes)
       : ctx_(ctx), gives_up_source_(c.gives_up_source) {
     const DeviceMesh& mesh = c.mesh_ndim == 1 ? meshes.mesh1 : *meshes.mesh2;
-    const int64_t rows = bytes / kRowBytes;
-    const at::Tensor global = at::zeros({rows, kColumns}, ctx.options);
+    const int64_t rows = bytes / (c.columns * static_cast<int64_t>(sizeof(float)));
+    const at::Tensor global = at::zeros({rows, c.columns}, ctx.options);
     if (c.source.rfind("P(", 0) == 0) {
       source_.emplace(redistribute_any(distribute_tensor(global, mesh, parse_placements("R")),
                                        parse_placements(c.source)));

@@ -17,6 +17,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#include <c10/util/accumulate.h>
+#include <c10/util/strides.h>
 
 #include <dtensor/base/check.h>
 #include <dtensor/base/tensor_memory.h>
@@ -525,24 +527,72 @@ void MpiCommunicator::do_exchange(const std::vector<at::Tensor>& send_parts,
 
 namespace {
 
-// Direct reads cost two small collectives (where the parts are, and that
-// every rank read them) and one call of the kernel per batch of rows, where
-// the packed gather costs one collective and an unpack pass over the
-// output. They pay from outputs of about 2 MiB (4 ranks on 2 cores, S(1) ->
-// R: at 1 MiB about 50 us slower, at 4 MiB about even, from 16 MiB ahead), and only with rows
-// of 256 bytes or more ([rows, w] float parts along dim 1, 4 ranks: 10.8 vs
-// 13.8 ms at 256-byte rows, 64.6 vs 15.0 ms at 16-byte rows). Every rank has
-// the sizes, shape and dtype, so all choose alike.
-bool direct_reads_pay(const at::Tensor& output, const std::vector<int64_t>& sizes, int64_t dim) {
-  constexpr int64_t kDirectReadsFrom = int64_t{2} << 20;
-  constexpr int64_t kShortestDirectRow = 256;
-  if (static_cast<int64_t>(output.nbytes()) < kDirectReadsFrom) return false;
-  // A part's rows are its slices along `dim` with every dim after it.
-  int64_t slice_row_bytes = static_cast<int64_t>(output.element_size());
-  for (int64_t d = dim + 1; d < output.dim(); ++d) slice_row_bytes *= output.size(d);
-  return std::none_of(sizes.begin(), sizes.end(), [&](int64_t size) {
-    return size > 0 && size * slice_row_bytes < kShortestDirectRow;
-  });
+// Direct copies cost two small collectives (where the tensors are, and
+// that every rank copied) and one call of the kernel per batch of rows,
+// where the packed collective costs one collective and a pack or unpack
+// pass; they pay from some total size, with rows long enough (a part's rows
+// are its `sizes[p]` slices along the innermost cut dim, each `slice_bytes`
+// long). Callers pass what every rank has alike, so all choose alike.
+struct DirectCopyPays {
+  int64_t from_bytes;
+  int64_t shortest_row;
+
+  bool operator()(int64_t total_bytes, const std::vector<int64_t>& sizes,
+                  int64_t slice_bytes) const {
+    return total_bytes >= from_bytes && std::none_of(sizes.begin(), sizes.end(), [&](int64_t size) {
+             return size > 0 && size * slice_bytes < shortest_row;
+           });
+  }
+};
+
+// Measured with 4 ranks on 2 cores, direct against packed. S(1) -> R,
+// reading peers' parts into strided places: at 1 MiB about 50 us slower,
+// at 4 MiB about even, from 16 MiB ahead; [rows, w] float parts along dim
+// 1: 10.8 vs 13.8 ms at 256-byte rows, 64.6 vs 15.0 ms at 16-byte rows.
+constexpr DirectCopyPays kGatherByReads = {int64_t{2} << 20, 256};
+// S(0) -> S(1), writing strided blocks into peers' outputs ([rows, cols]
+// float, 2 / 4 / 16 / 64 MiB): 0.98, 0.81, 0.97, 1.08x the packed time at
+// 256-byte rows; 0.91, 0.62, 0.69, 0.79x at 512; 0.56, 0.54, 0.53, 0.70x at
+// 1 KiB.
+constexpr DirectCopyPays kAllToAllByWrites = {int64_t{2} << 20, 512};
+// S(1) -> S(0), reading peers' blocks into strided places: 1.55, 1.51,
+// 1.25, 1.22x at 256-byte rows; 1.14, 0.99, 0.88, 0.78x at 1 KiB; 1.02,
+// 0.87, 0.70, 0.80x at 4 KiB.
+constexpr DirectCopyPays kAllToAllByReads = {int64_t{16} << 20, 1024};
+
+// Bytes of one slice of `t` along `dim`, with every dim after it.
+int64_t slice_bytes_after(const at::Tensor& t, int64_t dim) {
+  int64_t bytes = static_cast<int64_t>(t.element_size());
+  for (int64_t d = dim + 1; d < t.dim(); ++d) bytes *= t.size(d);
+  return bytes;
+}
+
+int64_t offset_of(const std::vector<int64_t>& sizes, int p) {
+  return std::accumulate(sizes.begin(), sizes.begin() + p, int64_t{0});
+}
+
+std::vector<int64_t> with_size(at::IntArrayRef shape, int64_t dim, int64_t size) {
+  std::vector<int64_t> result = shape.vec();
+  result[dim] = size;
+  return result;
+}
+
+// Whether the packed all_to_all_v along two dims packs the input or unpacks
+// the output on some rank: a dim before the inner cut has more than one
+// index there. `global` is the whole tensor's shape; the outer cut dim's
+// extent differs per rank (the input's along recv_dim, the output's along
+// send_dim), so its largest counts.
+bool some_rank_packs_or_unpacks(const std::vector<int64_t>& global,
+                                const std::vector<int64_t>& send_sizes, int64_t send_dim,
+                                const std::vector<int64_t>& recv_sizes, int64_t recv_dim) {
+  const int64_t outer = std::min(send_dim, recv_dim);
+  const std::vector<int64_t>& outer_sizes = outer == recv_dim ? recv_sizes : send_sizes;
+  for (int64_t d = 0; d < std::max(send_dim, recv_dim); ++d) {
+    const int64_t extent =
+        d == outer ? *std::max_element(outer_sizes.begin(), outer_sizes.end()) : global[d];
+    if (extent > 1) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -553,9 +603,9 @@ bool direct_reads_pay(const at::Tensor& output, const std::vector<int64_t>& size
 // MPI moves a strided datatype in pipelined fragments (redistribute_bench
 // S1_to_R, 4 ranks, in place vs packed: 205 vs 290 us at 256 KiB, 0.77 vs
 // 0.58 ms at 1 MiB, 14.8 vs 9.2 ms at 16 MiB), unless the ranks can read
-// each other's memory and direct_reads_pay: then each takes its peers'
-// parts straight into place (reads_peers_directly). The output's shape is
-// the same on every rank, so they all choose alike.
+// each other's memory and kGatherByReads says it pays: then each takes its
+// peers' parts straight into place (reads_peers_directly). The output's
+// shape is the same on every rank, so they all choose alike.
 void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
                                             const std::vector<int64_t>& sizes_per_rank,
                                             int64_t dim) {
@@ -567,11 +617,44 @@ void MpiCommunicator::do_all_gather_v_along(const at::Tensor& input, at::Tensor&
     return do_exchange(std::vector<at::Tensor>(size_, input),
                        slices_along(output, dim, sizes_per_rank));
   }
-  if (direct_reads_pay(output, sizes_per_rank, dim) && reads_peers_directly() &&
-      gather_along_by_reading(input, output, sizes_per_rank, dim)) {
+  if (kGatherByReads(static_cast<int64_t>(output.nbytes()), sizes_per_rank,
+                     slice_bytes_after(output, dim)) &&
+      reads_peers_directly() && gather_along_by_reading(input, output, sizes_per_rank, dim)) {
     return;
   }
   Communicator::do_all_gather_v_along(input, output, sizes_per_rank, dim);
+}
+
+// S(0) -> S(1) and back. The packed form packs the input's column blocks
+// (or unpacks the output's) around MPI_Alltoallv; where the ranks can read
+// each other's memory and it pays (kAllToAllByWrites, kAllToAllByReads),
+// each copies its blocks from where they lie into where they go, in one
+// copy (all_to_all_along_directly). Between
+// two different dims every valid call has the same sizes on every rank
+// (rank p's input extends recv_sizes[p] along recv_dim, on every rank's
+// count, and every peer sends rank p send_sizes[p] slices), so the global
+// shape, and the choice made from it, are the same everywhere. One dim cut
+// twice (Ragged -> Ragged) has per-rank sizes and keeps MPI's path.
+void MpiCommunicator::do_all_to_all_v_along(const at::Tensor& input,
+                                            const std::vector<int64_t>& send_sizes,
+                                            int64_t send_dim, at::Tensor& output,
+                                            const std::vector<int64_t>& recv_sizes,
+                                            int64_t recv_dim) {
+  if (send_dim != recv_dim) {
+    const int64_t inner = std::max(send_dim, recv_dim);
+    const std::vector<int64_t> global = with_size(
+        input.sizes(), recv_dim, std::accumulate(recv_sizes.begin(), recv_sizes.end(), int64_t{0}));
+    const int64_t total_bytes = c10::multiply_integers(global) * input.element_size();
+    if (some_rank_packs_or_unpacks(global, send_sizes, send_dim, recv_sizes, recv_dim) &&
+        (inner == send_dim ? kAllToAllByWrites : kAllToAllByReads)(
+            total_bytes, inner == send_dim ? send_sizes : recv_sizes,
+            slice_bytes_after(input, inner)) &&
+        reads_peers_directly() &&
+        all_to_all_along_directly(input, send_sizes, send_dim, output, recv_sizes, recv_dim)) {
+      return;
+    }
+  }
+  Communicator::do_all_to_all_v_along(input, send_sizes, send_dim, output, recv_sizes, recv_dim);
 }
 
 bool MpiCommunicator::all_agree(bool ok) {
@@ -625,16 +708,15 @@ bool MpiCommunicator::reads_peers_directly() {
   return *peers_readable_;
 }
 
-bool MpiCommunicator::gather_along_by_reading(const at::Tensor& input, at::Tensor& output,
-                                              const std::vector<int64_t>& sizes_per_rank,
-                                              int64_t dim) {
-  // Each rank posts where its part is and how long; a rank whose part is not
-  // plain contiguous CPU memory (or whose output is not) opts every rank out.
-  const bool usable =
-      holds_plain_cpu_values(input) && input.is_contiguous() && holds_plain_cpu_values(output);
+bool MpiCommunicator::copy_with_posted(
+    const at::Tensor& posted_tensor, bool usable,
+    absl::FunctionRef<bool(const std::vector<int64_t>& posted)> copy) {
+  // A rank whose tensors are not plain CPU memory, or whose posted one is
+  // not contiguous, opts every rank out.
+  usable = usable && posted_tensor.is_contiguous();
   const std::array<int64_t, 3> mine = {
-      usable ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(input.data_ptr())),
-      static_cast<int64_t>(input.nbytes())};
+      usable ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(posted_tensor.data_ptr())),
+      static_cast<int64_t>(posted_tensor.nbytes())};
   const std::vector<int64_t> posted = all_gather_words(mine);
   for (int peer = 0; peer < size_; ++peer) {
     if (posted[3 * peer] == 0) return false;
@@ -642,23 +724,99 @@ bool MpiCommunicator::gather_along_by_reading(const at::Tensor& input, at::Tenso
   bool ok = true;
   // Nothing may leave this rank out of the agreement below: its peers would wait.
   try {
+    ok = copy(posted);
+  } catch (...) {
+    ok = false;
+  }
+  // Also keeps every posted tensor alive (and a written one unread) until
+  // its peers are done with it.
+  return all_agree(ok);
+}
+
+bool MpiCommunicator::gather_along_by_reading(const at::Tensor& input, at::Tensor& output,
+                                              const std::vector<int64_t>& sizes_per_rank,
+                                              int64_t dim) {
+  const bool usable = holds_plain_cpu_values(input) && holds_plain_cpu_values(output);
+  const bool read = copy_with_posted(input, usable, [&](const std::vector<int64_t>& posted) {
     const std::vector<at::Tensor> places = slices_along(output, dim, sizes_per_rank);
     places[rank_].copy_(input);
     // Starting after this rank, so that the ranks do not all read rank 0 first.
-    for (int k = 1; k < size_ && ok; ++k) {
+    for (int k = 1; k < size_; ++k) {
       const int peer = (rank_ + k) % size_;
       const RemoteBytes part{peer_pids_[peer], static_cast<uint64_t>(posted[3 * peer + 1]),
                              posted[3 * peer + 2]};
       // A part of another length (sizes that differ between ranks) is refused.
-      ok = read_peer_bytes(part, places[peer]);
+      if (!read_peer_bytes(part, places[peer])) return false;
     }
-  } catch (...) {
-    ok = false;
-  }
-  // Also keeps every input alive until its readers are done.
-  if (!all_agree(ok)) return false;
-  ++gathers_by_direct_reads_;
-  return true;
+    return true;
+  });
+  gathers_by_direct_reads_ += read ? 1 : 0;
+  return read;
+}
+
+namespace {
+
+// Where peer `peer`'s block of `length` slices from `offset` along `dim` lies
+// in its posted tensor, a contiguous tensor of `like`'s shape but for its
+// own extent `extent` along `extent_dim`; nullopt when the peer posted
+// another number of bytes (sizes that differ between ranks).
+std::optional<RemoteTensor> posted_block(const std::vector<int64_t>& posted, int peer, int64_t pid,
+                                         const at::Tensor& like, int64_t extent_dim, int64_t extent,
+                                         int64_t dim, int64_t offset) {
+  const std::vector<int64_t> shape = with_size(like.sizes(), extent_dim, extent);
+  const int64_t element = like.element_size();
+  if (posted[3 * peer + 2] != c10::multiply_integers(shape) * element) return std::nullopt;
+  const c10::DimVector strides = c10::contiguous_strides(shape);
+  return RemoteTensor{pid,
+                      static_cast<uint64_t>(posted[3 * peer + 1]) +
+                          static_cast<uint64_t>(offset * strides[dim] * element),
+                      {strides.begin(), strides.end()}};
+}
+
+}  // namespace
+
+bool MpiCommunicator::all_to_all_along_directly(const at::Tensor& input,
+                                                const std::vector<int64_t>& send_sizes,
+                                                int64_t send_dim, at::Tensor& output,
+                                                const std::vector<int64_t>& recv_sizes,
+                                                int64_t recv_dim) {
+  // The remote side is the one of long runs (peer_memory.h): with the inner
+  // cut along recv_dim, each peer's block of its input (read into a strided
+  // place); along send_dim, each place in a peer's output (written from a
+  // strided block of the input).
+  const bool reads = recv_dim > send_dim;
+  const auto block_of = [&](int peer) {
+    return input.narrow(send_dim, offset_of(send_sizes, peer), send_sizes[peer]);
+  };
+  const auto place_of = [&](int peer) {
+    return output.narrow(recv_dim, offset_of(recv_sizes, peer), recv_sizes[peer]);
+  };
+  const bool usable = holds_plain_cpu_values(input) && holds_plain_cpu_values(output);
+  const bool copied =
+      copy_with_posted(reads ? input : output, usable, [&](const std::vector<int64_t>& posted) {
+        const at::Tensor own = block_of(rank_);
+        if (own.sizes() != place_of(rank_).sizes()) return false;
+        place_of(rank_).copy_(own);
+        for (int k = 1; k < size_; ++k) {
+          const int peer = (rank_ + k) % size_;
+          // The peer's input extends recv_sizes[peer] along recv_dim; its
+          // output, send_sizes[peer] along send_dim.
+          const at::Tensor local = reads ? place_of(peer) : block_of(peer);
+          const std::optional<RemoteTensor> remote =
+              reads ? posted_block(posted, peer, peer_pids_[peer], input, recv_dim,
+                                   recv_sizes[peer], send_dim, offset_of(send_sizes, rank_))
+                    : posted_block(posted, peer, peer_pids_[peer], output, send_dim,
+                                   send_sizes[peer], recv_dim, offset_of(recv_sizes, rank_));
+          const int64_t length = reads ? send_sizes[rank_] : recv_sizes[rank_];
+          if (!remote || local.size(reads ? send_dim : recv_dim) != length ||
+              !(reads ? read_peer_tensor(*remote, local) : write_peer_tensor(local, *remote))) {
+            return false;
+          }
+        }
+        return true;
+      });
+  all_to_alls_by_direct_copies_ += copied ? 1 : 0;
+  return copied;
 }
 
 void MpiCommunicator::do_broadcast(at::Tensor& tensor, int root) {

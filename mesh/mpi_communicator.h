@@ -15,13 +15,19 @@
 // fragments, so the packed form is faster from there on (4 ranks on 2
 // cores: S(0) -> S(1) 2.6 vs 4.4 ms at 16 MiB, 52 vs 78 ms at 256 MiB; S(1)
 // -> R 0.58 vs 0.77 ms at 1 MiB, but 290 vs 205 us at 256 KiB). Where every
-// rank runs on one host and may read the others' memory, an all_gather_v
-// along a dim of 2 MiB or more, in rows of 256 bytes or more, skips the
-// buffer: each rank reads its peers' parts straight into their strided
-// places (mesh/peer_memory.h), one copy instead of MPI's copy plus the
-// unpack (S(1) -> R, ratio to the raw all-gather at 16 MiB: 1.25-1.42
-// instead of 1.64-1.79; at 64 MiB 1.56-1.68 instead of 1.96-2.05;
-// reads_peers_directly()).
+// rank runs on one host and may read the others' memory
+// (reads_peers_directly()), large moves skip the buffer, one copy instead
+// of MPI's copy plus the pack or unpack (mesh/peer_memory.h): an
+// all_gather_v along a dim of 2 MiB or more, in rows of 256 bytes or more,
+// reads its peers' parts straight into their strided places (S(1) -> R,
+// ratio to the raw all-gather at 16 MiB: 1.25-1.42 instead of 1.64-1.79; at
+// 64 MiB 1.56-1.68 instead of 1.96-2.05); an all_to_all_v from a dim to an
+// earlier one (S(0) -> S(1)) of 2 MiB or more, in rows of 512 bytes or
+// more, writes its strided blocks straight into their places in the peers'
+// outputs (rows of 1 KiB: 1.3-1.6x the raw all-to-all instead of 1.9-2.2x
+// from 4 MiB); one to a later dim (S(1) -> S(0)) of 16 MiB or more, in rows
+// of 1 KiB or more, reads the peers' blocks into strided places (about
+// even with MPI's path on this 2-core machine).
 // Start the program under `mpirun` and take the world communicator:
 //
 //   auto world = dtensor::MpiCommunicator::world();  // or make_world_communicator("mpi")
@@ -78,6 +84,7 @@
 #include <vector>
 
 #include <dtensor/mesh/communicator.h>
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 
 namespace dtensor {
@@ -109,17 +116,20 @@ class MpiCommunicator final : public Communicator {
   // the same group. Do not free it.
   MPI_Comm native_handle() const { return comm_; }
 
-  // Whether large gathers along a dim (S(1) -> R) read each peer's part
-  // straight into its strided place in the output (mesh/peer_memory.h)
-  // instead of gathering into a buffer and unpacking it: true when every
+  // Whether large gathers along a dim (S(1) -> R) and all-to-alls between
+  // two dims (S(0) -> S(1)) read each peer's part from where it lies
+  // straight into its place in the output (mesh/peer_memory.h) instead of
+  // packing or unpacking through a buffer around MPI: true when every
   // rank runs on one host, the kernel lets each read the others' memory,
   // and no rank set DTENSOR_MPI_DIRECT_READS=0. Decided once, by every rank
-  // together: the first call is collective (the first such gather makes it
-  // otherwise).
+  // together: the first call is collective (the first such gather or
+  // all-to-all makes it otherwise).
   bool reads_peers_directly();
-  // How many gathers this communicator made by direct reads (a read that
+  // How many gathers along a dim, and how many all-to-alls between two dims
+  // (S(0) -> S(1)), this communicator made by direct reads (a read that
   // fails on any rank sends that call through MPI instead, uncounted).
   int64_t gathers_by_direct_reads() const { return gathers_by_direct_reads_; }
+  int64_t all_to_alls_by_direct_copies() const { return all_to_alls_by_direct_copies_; }
 
  protected:
   void do_all_reduce(const at::Tensor& input, at::Tensor& output, ReduceOp op) override;
@@ -136,6 +146,9 @@ class MpiCommunicator final : public Communicator {
                    const std::vector<at::Tensor>& recv_parts) override;
   void do_all_gather_v_along(const at::Tensor& input, at::Tensor& output,
                              const std::vector<int64_t>& sizes_per_rank, int64_t dim) override;
+  void do_all_to_all_v_along(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
+                             int64_t send_dim, at::Tensor& output,
+                             const std::vector<int64_t>& recv_sizes, int64_t recv_dim) override;
   void do_broadcast(at::Tensor& tensor, int root) override;
   void do_scatter(const at::Tensor& input, at::Tensor& output, int root) override;
   void do_send(const at::Tensor& tensor, int peer, int tag) override;
@@ -151,11 +164,21 @@ class MpiCommunicator final : public Communicator {
   // Divides by size() after a kAvg reduction went through MPI as a sum.
   void finish_average(at::Tensor& tensor, ReduceOp op) const;
 
-  // The gather of do_all_gather_v_along by direct reads; false, on every
-  // rank alike, when some rank cannot take part (then `output` is to be
-  // gathered another way).
+  // Every rank posts where `posted_tensor` is (MPI_Allgather of {usable,
+  // address, bytes}), runs `copy` on what all posted, and agrees with the
+  // others that every copy succeeded: false, on every rank alike, when some
+  // rank is not `usable` or has its posted tensor not contiguous, or a copy
+  // fails (then the output is to be filled another way). An exception in
+  // `copy` counts as a failed copy.
+  bool copy_with_posted(const at::Tensor& posted_tensor, bool usable,
+                        absl::FunctionRef<bool(const std::vector<int64_t>& posted)> copy);
+  // do_all_gather_v_along and do_all_to_all_v_along by direct reads (or
+  // writes), through copy_with_posted.
   bool gather_along_by_reading(const at::Tensor& input, at::Tensor& output,
                                const std::vector<int64_t>& sizes_per_rank, int64_t dim);
+  bool all_to_all_along_directly(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
+                                 int64_t send_dim, at::Tensor& output,
+                                 const std::vector<int64_t>& recv_sizes, int64_t recv_dim);
   // Whether every rank's "ok" is true; also what keeps each rank's input
   // alive until its peers have read it.
   bool all_agree(bool ok);
@@ -172,6 +195,7 @@ class MpiCommunicator final : public Communicator {
   std::optional<bool> peers_readable_;
   std::vector<int64_t> peer_pids_;
   int64_t gathers_by_direct_reads_ = 0;
+  int64_t all_to_alls_by_direct_copies_ = 0;
 };
 
 namespace mpi_internal {

@@ -1,8 +1,8 @@
 // Copyright 2026 The dtensor Authors.
 //
-// mesh/peer_memory.h: reading bytes of a process (here this one, which the
-// kernel always allows) into strided tensors, exactly, and refusing what
-// cannot be read without throwing.
+// mesh/peer_memory.h: reading bytes or a strided tensor of a process (here
+// this one, which the kernel always allows) into strided tensors, exactly,
+// and refusing what cannot be read without throwing.
 #include <dtensor/mesh/peer_memory.h>
 
 #include <ATen/ATen.h>
@@ -46,6 +46,12 @@ RemoteBytes bytes_of(const at::Tensor& contiguous) {
           static_cast<int64_t>(contiguous.nbytes())};
 }
 
+// `view` (of this process's memory) as a remote tensor.
+RemoteTensor remote_view(const at::Tensor& view) {
+  return {static_cast<int64_t>(getpid()), reinterpret_cast<uint64_t>(view.data_ptr()),
+          view.strides().vec()};
+}
+
 // A column block of a row-major tensor: one run per row, more rows than one
 // call of the kernel takes (IOV_MAX, 1024 on Linux), so the reads go in
 // batches. The block gets the source's elements in row-major order, bit for
@@ -72,7 +78,7 @@ TEST_F(PeerMemoryTest, SplitsRunsAcrossCallsOfTheKernel) {
     SCOPED_TRACE(::testing::Message() << max_call_bytes << " bytes per call");
     at::Tensor whole = at::full({40, 10}, -1, at::kLong);
     at::Tensor block = whole.narrow(1, 1, 7);
-    ASSERT_TRUE(peer_memory_internal::read_peer_bytes(bytes_of(source), block, max_call_bytes));
+    ASSERT_TRUE(peer_memory_internal::read_peer_tensor(remote_view(source), block, max_call_bytes));
     EXPECT_TRUE(at::equal(block, source));
     EXPECT_TRUE(at::equal(whole.narrow(1, 0, 1), at::full({40, 1}, -1, at::kLong)));
     EXPECT_TRUE(at::equal(whole.narrow(1, 8, 2), at::full({40, 2}, -1, at::kLong)));
@@ -98,6 +104,52 @@ TEST_F(PeerMemoryTest, ReadsIntoAnyStrides) {
   EXPECT_EQ(scalar.item<int64_t>(), 42);
 }
 
+// A column block of a remote row-major tensor (one run per row, more rows
+// than one call of the kernel takes) into a contiguous tensor and into a
+// column block of another width: exactly the block's elements, in order,
+// and nothing around the destination written.
+TEST_F(PeerMemoryTest, ReadsAStridedSource) {
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    const at::Tensor source = counting({3000, 9}, dtype);
+    const at::Tensor block = source.narrow(1, 4, 3);
+    at::Tensor contiguous = at::full({3000, 3}, -1, dtype);
+    ASSERT_TRUE(read_peer_tensor(remote_view(block), contiguous));
+    EXPECT_TRUE(at::equal(contiguous, block));
+
+    at::Tensor whole = at::full({3000, 5}, -1, dtype);
+    at::Tensor place = whole.narrow(1, 1, 3);
+    ASSERT_TRUE(read_peer_tensor(remote_view(block), place));
+    EXPECT_TRUE(at::equal(place, block));
+    EXPECT_TRUE(at::equal(whole.narrow(1, 0, 1), at::full({3000, 1}, -1, dtype)));
+    EXPECT_TRUE(at::equal(whole.narrow(1, 4, 1), at::full({3000, 1}, -1, dtype)));
+  }
+}
+
+// Runs as long as both sides allow, wherever they end: a transposed source
+// (runs of one element), a 3-D block whose runs span two dims on one side
+// only, and calls of the kernel cut at a few bytes, mid-run.
+TEST_F(PeerMemoryTest, ReadsRunsContiguousOnBothSides) {
+  const at::Tensor source = counting({6, 4, 10}, at::kLong);
+  const at::Tensor block = source.narrow(0, 1, 4).narrow(2, 2, 5);  // runs of 5
+  for (int64_t max_call_bytes : {int64_t{8}, int64_t{24}, int64_t{56}, int64_t{1} << 30}) {
+    SCOPED_TRACE(::testing::Message() << max_call_bytes << " bytes per call");
+    at::Tensor contiguous = at::full({4, 4, 5}, -1, at::kLong);
+    ASSERT_TRUE(
+        peer_memory_internal::read_peer_tensor(remote_view(block), contiguous, max_call_bytes));
+    EXPECT_TRUE(at::equal(contiguous, block));
+    at::Tensor transposed_storage = at::full({5, 4, 4}, -1, at::kLong);
+    at::Tensor transposed = transposed_storage.permute({2, 1, 0});
+    ASSERT_TRUE(
+        peer_memory_internal::read_peer_tensor(remote_view(block), transposed, max_call_bytes));
+    EXPECT_TRUE(at::equal(transposed, block));
+  }
+  const at::Tensor source_t = source.select(1, 2).t();  // [10, 6], runs of one element
+  at::Tensor from_transposed = at::full({10, 6}, -1, at::kLong);
+  ASSERT_TRUE(read_peer_tensor(remote_view(source_t), from_transposed));
+  EXPECT_TRUE(at::equal(from_transposed, source_t));
+}
+
 // An empty destination reads nothing, wherever the source would be.
 TEST_F(PeerMemoryTest, AnEmptyDestinationReadsNothing) {
   at::Tensor empty = at::zeros({4, 0}, at::kFloat);
@@ -116,6 +168,15 @@ TEST_F(PeerMemoryTest, RefusesWhatCannotBeRead) {
   RemoteBytes no_process = bytes_of(source);
   no_process.pid = 0x7ffffff0;
   EXPECT_FALSE(read_peer_bytes(no_process, destination));
+
+  // A remote tensor with more strides than dims, or a negative one.
+  RemoteTensor two_strides_for_one_dim = remote_view(source);
+  two_strides_for_one_dim.strides = {16, 1};
+  EXPECT_FALSE(read_peer_tensor(two_strides_for_one_dim, destination));
+  RemoteTensor backwards = remote_view(source);
+  backwards.strides = {-1};
+  EXPECT_FALSE(read_peer_tensor(backwards, destination));
+  EXPECT_TRUE(at::equal(destination, at::zeros({16}, at::kFloat)));
 }
 
 // Destinations whose memory is not their values, one per element, are

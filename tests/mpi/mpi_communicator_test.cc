@@ -468,7 +468,7 @@ TEST(MpiCommunicatorTest, AllToAllVPast2GiBPerRank) {
   EXPECT_TRUE(at::all(output.narrow(0, received[0], received[1]) == 10 + me).item<bool>());
 }
 
-// ---- Gathers along a dim by direct reads of peers' memory ------------------
+// ---- Moves along dims by direct reads of peers' memory --------------------
 
 // Whether this job's ranks may read each other's memory, found without the
 // communicator: one host, and each rank's raw process_vm_readv of its next
@@ -532,9 +532,37 @@ TEST(MpiCommunicatorTest, GathersAlongADimByReadingPeers) {
   EXPECT_EQ(world().gathers_by_direct_reads() - before, large);
 }
 
+// Large all-to-alls between two dims copy each peer's block straight from
+// or into its place where the ranks may read each other: S(0) -> S(2)
+// writes its strided blocks into the peers' outputs from 2 MiB in rows of
+// 512 bytes or more, S(2) -> S(0) reads the peers' blocks into strided
+// places from 16 MiB in rows of 1 KiB or more. Of the shared cases (uneven,
+// empty parts, exact in every dtype), the large one does where it has those
+// sizes; the small ones, and those cutting one dim twice, go through MPI.
+TEST(MpiCommunicatorTest, AllToAllsAcrossDimsByDirectCopies) {
+  const bool expected = peers_may_read_each_other();
+  ASSERT_EQ(world().reads_peers_directly(), expected);
+  if (!expected) GTEST_SKIP() << "the ranks are on several hosts, or may not read each other";
+  int64_t large = 0;
+  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
+    const testing::LargeAcrossDimsCase c =
+        testing::large_all_to_all_v_across_dims(world_size(), dtype);
+    large += c.bytes >= (int64_t{2} << 20) && c.row_bytes >= 512;
+    large += c.bytes >= (int64_t{16} << 20) && c.row_bytes >= 1024;
+  }
+  if (large == 0) GTEST_SKIP() << "needs 2 ranks for 2 MiB of int64";
+  const int64_t before = world().all_to_alls_by_direct_copies();
+  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    testing::check_all_to_all_v_along(world(), dtype);
+  }
+  EXPECT_EQ(world().all_to_alls_by_direct_copies() - before, large);
+}
+
 // DTENSOR_MPI_DIRECT_READS=0 turns the reads off (for the communicators
-// that decide after it is set): the same gathers through MPI, as exact.
-TEST(MpiCommunicatorTest, GathersAlongADimThroughMpiWhenDirectReadsAreOff) {
+// that decide after it is set): the same gathers and all-to-alls through
+// MPI, as exact.
+TEST(MpiCommunicatorTest, MovesAlongDimsThroughMpiWhenDirectReadsAreOff) {
   MpiCommunicator comm(MPI_COMM_WORLD);
   {
     const ScopedEnvironment off("DTENSOR_MPI_DIRECT_READS", "0");
@@ -543,8 +571,10 @@ TEST(MpiCommunicatorTest, GathersAlongADimThroughMpiWhenDirectReadsAreOff) {
   for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
     SCOPED_TRACE(::testing::Message() << dtype);
     testing::check_all_gather_v_along(comm, dtype);
+    testing::check_all_to_all_v_along(comm, dtype);
   }
   EXPECT_EQ(comm.gathers_by_direct_reads(), 0);
+  EXPECT_EQ(comm.all_to_alls_by_direct_copies(), 0);
 }
 
 // A malformed DTENSOR_MPI_DIRECT_READS on one rank throws on every rank

@@ -326,16 +326,28 @@ void check_all_to_all_v_same_dim(Communicator& comm, c10::ScalarType dtype) {
   expect_same(output, at::cat(expected_parts, 1), dtype);
 }
 
+// The large case's units: runs of 512 elements (1 KiB in 2-byte dtypes),
+// and 2 MiB or more of every dtype, 16 MiB or more of 4-byte ones, on 3 or
+// more ranks (the sizes from which MPI's direct copies pay).
+struct AcrossDimsUnits {
+  int64_t column_width, row_height;
+};
+constexpr AcrossDimsUnits kLargeAcrossDims = {512, 512};
+constexpr int kLargeAcrossDimsUpTo = 4;  // ranks
+
 // S(0) -> S(2) of [rows, 2, columns] and back: rank q holds rows(q) rows of
 // every column and receives columns(q) columns of every row (uneven, some
-// ranks with none), `column_width` columns per unit: wide ones make runs
-// long enough for the backends' row-by-row copies (mesh/row_copy.h: the
-// local backend's senders and the default path's packing).
-void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype,
-                                    int64_t column_width) {
+// ranks with none), `column_width` columns and `row_height` rows per unit:
+// wide ones make runs long enough for the backends' row-by-row copies
+// (mesh/row_copy.h: the local backend's senders and the default path's
+// packing), and with many rows, tensors large enough for MPI's direct reads
+// (all_to_all_v_across_dims_bytes).
+void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype, int64_t column_width,
+                                    int64_t row_height) {
   const int n = comm.size();
   const int me = comm.rank();
-  const std::vector<int64_t> rows = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
+  std::vector<int64_t> rows = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
+  for (int64_t& r : rows) r *= row_height;
   std::vector<int64_t> columns = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
   for (int64_t& c : columns) c *= column_width;
   SCOPED_TRACE(::testing::Message()
@@ -361,8 +373,25 @@ void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype,
 
 void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype) {
   check_all_to_all_v_same_dim(comm, dtype);
-  check_all_to_all_v_across_dims(comm, dtype, /*column_width=*/1);
-  check_all_to_all_v_across_dims(comm, dtype, /*column_width=*/128);
+  check_all_to_all_v_across_dims(comm, dtype, /*column_width=*/1, /*row_height=*/1);
+  check_all_to_all_v_across_dims(comm, dtype, /*column_width=*/128, /*row_height=*/1);
+  // The large case is there for MPI's direct copies, which run on 2 to 4
+  // ranks; it grows with the group (2 GB over 8 local ranks).
+  if (comm.size() <= kLargeAcrossDimsUpTo) {
+    check_all_to_all_v_across_dims(comm, dtype, kLargeAcrossDims.column_width,
+                                   kLargeAcrossDims.row_height);
+  }
+}
+
+LargeAcrossDimsCase large_all_to_all_v_across_dims(int n, c10::ScalarType dtype) {
+  if (n > kLargeAcrossDimsUpTo) return {};
+  int64_t rows = 0, columns = 0;
+  for (int p = 0; p < n; ++p) {
+    rows += (p + 1) % 3 * kLargeAcrossDims.row_height;
+    columns += p % 3 * kLargeAcrossDims.column_width;
+  }
+  const auto element = static_cast<int64_t>(c10::elementSize(dtype));
+  return {rows * 2 * columns * element, kLargeAcrossDims.column_width * element};
 }
 
 namespace {

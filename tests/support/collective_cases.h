@@ -13,6 +13,9 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <cstdint>
+#include <vector>
+
 #include <dtensor/mesh/communicator.h>
 
 namespace dtensor::testing {
@@ -35,8 +38,18 @@ void check_reduce_scatter(Communicator& comm, c10::ScalarType dtype);
 void check_reduce_scatter_v(Communicator& comm, c10::ScalarType dtype);
 void check_all_to_all(Communicator& comm, c10::ScalarType dtype);
 void check_all_to_all_v(Communicator& comm, c10::ScalarType dtype);
-// all_to_all_v cut along dims: one dim both ways, and S(a) -> S(b) and back.
+// all_to_all_v cut along dims: one dim both ways, and S(a) -> S(b) and back,
+// small and large (large_all_to_all_v_across_dims).
 void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype);
+// The large S(0) -> S(2) case of check_all_to_all_v_along on `n` ranks
+// (uneven, with empty parts; then S(2) -> S(0) back): the whole tensor's
+// bytes, and its shortest non-empty column block's rows, in bytes. Run on
+// groups of up to 4 ranks only (zeros for larger ones).
+struct LargeAcrossDimsCase {
+  int64_t bytes = 0;
+  int64_t row_bytes = 0;
+};
+LargeAcrossDimsCase large_all_to_all_v_across_dims(int n, c10::ScalarType dtype);
 void check_exchange(Communicator& comm, c10::ScalarType dtype);
 void check_broadcast(Communicator& comm, c10::ScalarType dtype);
 void check_scatter(Communicator& comm, c10::ScalarType dtype);
