@@ -113,11 +113,15 @@ class Communicator {
   // the `send_sizes[p]` slices of `input` along `send_dim` that follow those
   // for ranks before p, and rank p receives them into the `recv_sizes[q]`
   // slices of `output` along `recv_dim` that follow those from ranks before
-  // q. What q sends p must have the shape of the place p receives it in
-  // (the local backend checks this; elsewhere the element counts must agree
-  // and are not checked). Re-sharding S(a) -> S(b) is send_dim b, recv_dim
-  // a: no pack or unpack copies on local (strided parts in place), one each
-  // at most on MPI and NCCL.
+  // q. What q sends p must have the shape of the place p receives it in,
+  // so every rank passes the same sizes: the local backend checks this;
+  // elsewhere it is not checked, and a call that breaks it is undefined (MPI
+  // chooses how to move the parts between two dims from each rank's own
+  // shapes and sizes: ranks whose shapes do not fit may wait for each other
+  // forever). Re-sharding S(a) -> S(b) is send_dim b, recv_dim a: no pack
+  // or unpack copies on local (strided parts in place), one each at most on
+  // NCCL, and on MPI none where ranks copy from and into each other's
+  // memory (mpi_communicator.h).
   void all_to_all_v(const at::Tensor& input, absl::Span<const int64_t> send_sizes, int64_t send_dim,
                     at::Tensor& output, absl::Span<const int64_t> recv_sizes, int64_t recv_dim);
 

@@ -645,12 +645,17 @@ void MpiCommunicator::do_all_to_all_v_along(const at::Tensor& input,
     const std::vector<int64_t> global = with_size(
         input.sizes(), recv_dim, std::accumulate(recv_sizes.begin(), recv_sizes.end(), int64_t{0}));
     const int64_t total_bytes = c10::multiply_integers(global) * input.element_size();
+    // The remote side is the one of long runs (peer_memory.h): with the
+    // inner cut along send_dim, each place in a peer's output (written from
+    // a strided block of the input); along recv_dim, each peer's block of
+    // its input (read into a strided place).
+    const bool writes = inner == send_dim;
     if (some_rank_packs_or_unpacks(global, send_sizes, send_dim, recv_sizes, recv_dim) &&
-        (inner == send_dim ? kAllToAllByWrites : kAllToAllByReads)(
-            total_bytes, inner == send_dim ? send_sizes : recv_sizes,
-            slice_bytes_after(input, inner)) &&
+        (writes ? kAllToAllByWrites : kAllToAllByReads)(
+            total_bytes, writes ? send_sizes : recv_sizes, slice_bytes_after(input, inner)) &&
         reads_peers_directly() &&
-        all_to_all_along_directly(input, send_sizes, send_dim, output, recv_sizes, recv_dim)) {
+        all_to_all_along_directly(input, send_sizes, send_dim, output, recv_sizes, recv_dim,
+                                  writes)) {
       return;
     }
   }
@@ -690,19 +695,27 @@ bool MpiCommunicator::reads_peers_directly() {
   check_mpi(MPI_Comm_size(host, &host_size), "MPI_Comm_size");
   check_mpi(MPI_Comm_free(&host), "MPI_Comm_free");
   ok = ok && host_size == size_;
-  // A probe each peer reads: the kernel's permission, checked on real memory.
+  // A probe on real memory, of the kernel's permission both ways: each rank
+  // reads every peer's value (slot 0) and writes its own into the peer's
+  // slot 1 + rank.
   constexpr int64_t kProbe = 0x64746e73'00000000;
-  const at::Tensor probe = at::full({1}, kProbe + rank_, at::kLong);
+  const at::Tensor probe = at::zeros({1 + size_}, at::kLong);
+  probe[0] = kProbe + rank_;
   const std::array<int64_t, 2> mine = {
       static_cast<int64_t>(getpid()),
       static_cast<int64_t>(reinterpret_cast<uintptr_t>(probe.data_ptr()))};
   const std::vector<int64_t> posted = all_gather_words(mine);
+  const at::Tensor own_value = at::full({1}, kProbe + rank_, at::kLong);
   for (int peer = 0; peer < size_ && ok; ++peer) {
+    const auto address = static_cast<uint64_t>(posted[2 * peer + 1]);
     at::Tensor read = at::zeros({1}, at::kLong);
-    ok =
-        read_peer_bytes({posted[2 * peer], static_cast<uint64_t>(posted[2 * peer + 1]), 8}, read) &&
-        read.item<int64_t>() == kProbe + peer;
+    ok = read_peer_bytes({posted[2 * peer], address, 8}, read) &&
+         read.item<int64_t>() == kProbe + peer &&
+         write_peer_tensor(own_value, {posted[2 * peer], address + 8 * (1 + rank_), {1}});
   }
+  // The writes are done once every rank agrees they were made.
+  ok = all_agree(ok) &&
+       at::equal(probe.narrow(0, 1, size_), at::arange(kProbe, kProbe + size_, at::kLong));
   peers_readable_ = all_agree(ok);
   for (int peer = 0; peer < size_; ++peer) peer_pids_.push_back(posted[2 * peer]);
   return *peers_readable_;
@@ -779,37 +792,30 @@ bool MpiCommunicator::all_to_all_along_directly(const at::Tensor& input,
                                                 const std::vector<int64_t>& send_sizes,
                                                 int64_t send_dim, at::Tensor& output,
                                                 const std::vector<int64_t>& recv_sizes,
-                                                int64_t recv_dim) {
-  // The remote side is the one of long runs (peer_memory.h): with the inner
-  // cut along recv_dim, each peer's block of its input (read into a strided
-  // place); along send_dim, each place in a peer's output (written from a
-  // strided block of the input).
-  const bool reads = recv_dim > send_dim;
-  const auto block_of = [&](int peer) {
-    return input.narrow(send_dim, offset_of(send_sizes, peer), send_sizes[peer]);
-  };
-  const auto place_of = [&](int peer) {
-    return output.narrow(recv_dim, offset_of(recv_sizes, peer), recv_sizes[peer]);
-  };
+                                                int64_t recv_dim, bool writes) {
   const bool usable = holds_plain_cpu_values(input) && holds_plain_cpu_values(output);
   const bool copied =
-      copy_with_posted(reads ? input : output, usable, [&](const std::vector<int64_t>& posted) {
-        const at::Tensor own = block_of(rank_);
-        if (own.sizes() != place_of(rank_).sizes()) return false;
-        place_of(rank_).copy_(own);
+      copy_with_posted(writes ? output : input, usable, [&](const std::vector<int64_t>& posted) {
+        const std::vector<at::Tensor> blocks = slices_along(input, send_dim, send_sizes);
+        const std::vector<at::Tensor> places = slices_along(output, recv_dim, recv_sizes);
+        if (blocks[rank_].sizes() != places[rank_].sizes()) return false;
+        places[rank_].copy_(blocks[rank_]);
         for (int k = 1; k < size_; ++k) {
           const int peer = (rank_ + k) % size_;
-          // The peer's input extends recv_sizes[peer] along recv_dim; its
-          // output, send_sizes[peer] along send_dim.
-          const at::Tensor local = reads ? place_of(peer) : block_of(peer);
+          // The peer's output extends send_sizes[peer] along send_dim; its
+          // input, recv_sizes[peer] along recv_dim.
+          const at::Tensor& local = writes ? blocks[peer] : places[peer];
           const std::optional<RemoteTensor> remote =
-              reads ? posted_block(posted, peer, peer_pids_[peer], input, recv_dim,
-                                   recv_sizes[peer], send_dim, offset_of(send_sizes, rank_))
-                    : posted_block(posted, peer, peer_pids_[peer], output, send_dim,
-                                   send_sizes[peer], recv_dim, offset_of(recv_sizes, rank_));
-          const int64_t length = reads ? send_sizes[rank_] : recv_sizes[rank_];
-          if (!remote || local.size(reads ? send_dim : recv_dim) != length ||
-              !(reads ? read_peer_tensor(*remote, local) : write_peer_tensor(local, *remote))) {
+              writes ? posted_block(posted, peer, peer_pids_[peer], output, send_dim,
+                                    send_sizes[peer], recv_dim, offset_of(recv_sizes, rank_))
+                     : posted_block(posted, peer, peer_pids_[peer], input, recv_dim,
+                                    recv_sizes[peer], send_dim, offset_of(send_sizes, rank_));
+          // What this rank sends or receives fills its share of the remote
+          // dim (the sizes agree between ranks).
+          const bool fits = writes ? local.size(recv_dim) == recv_sizes[rank_]
+                                   : local.size(send_dim) == send_sizes[rank_];
+          if (!remote || !fits ||
+              !(writes ? write_peer_tensor(local, *remote) : read_peer_tensor(*remote, local))) {
             return false;
           }
         }

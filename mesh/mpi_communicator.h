@@ -117,17 +117,19 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm native_handle() const { return comm_; }
 
   // Whether large gathers along a dim (S(1) -> R) and all-to-alls between
-  // two dims (S(0) -> S(1)) read each peer's part from where it lies
-  // straight into its place in the output (mesh/peer_memory.h) instead of
-  // packing or unpacking through a buffer around MPI: true when every
-  // rank runs on one host, the kernel lets each read the others' memory,
-  // and no rank set DTENSOR_MPI_DIRECT_READS=0. Decided once, by every rank
-  // together: the first call is collective (the first such gather or
-  // all-to-all makes it otherwise).
+  // two dims (S(0) -> S(1) and back) copy each part from where it lies
+  // straight into its place, in this process or a peer (mesh/peer_memory.h),
+  // instead of packing or unpacking through a buffer around MPI: true when
+  // every rank runs on one host, the kernel lets each read and write the
+  // others' memory (probed both ways), and no rank set
+  // DTENSOR_MPI_DIRECT_READS=0 (the name says reads; it governs the writes
+  // too). Decided once, by every rank together: the first call is
+  // collective (the first such gather or all-to-all makes it otherwise).
   bool reads_peers_directly();
-  // How many gathers along a dim, and how many all-to-alls between two dims
-  // (S(0) -> S(1)), this communicator made by direct reads (a read that
-  // fails on any rank sends that call through MPI instead, uncounted).
+  // How many gathers along a dim this communicator made by direct reads,
+  // and how many all-to-alls between two dims by direct reads or writes (a
+  // copy that fails on any rank sends that call through MPI instead,
+  // uncounted).
   int64_t gathers_by_direct_reads() const { return gathers_by_direct_reads_; }
   int64_t all_to_alls_by_direct_copies() const { return all_to_alls_by_direct_copies_; }
 
@@ -176,11 +178,14 @@ class MpiCommunicator final : public Communicator {
   // writes), through copy_with_posted.
   bool gather_along_by_reading(const at::Tensor& input, at::Tensor& output,
                                const std::vector<int64_t>& sizes_per_rank, int64_t dim);
+  // `writes`: each rank writes its blocks into its peers' outputs, else
+  // reads its peers' blocks of their inputs.
   bool all_to_all_along_directly(const at::Tensor& input, const std::vector<int64_t>& send_sizes,
                                  int64_t send_dim, at::Tensor& output,
-                                 const std::vector<int64_t>& recv_sizes, int64_t recv_dim);
-  // Whether every rank's "ok" is true; also what keeps each rank's input
-  // alive until its peers have read it.
+                                 const std::vector<int64_t>& recv_sizes, int64_t recv_dim,
+                                 bool writes);
+  // Whether every rank's "ok" is true; also what keeps each rank's posted
+  // tensor alive (and a written one unread) until its peers are done.
   bool all_agree(bool ok);
   // Every rank's `words`, rank after rank (the same count on every rank).
   std::vector<int64_t> all_gather_words(absl::Span<const int64_t> words);

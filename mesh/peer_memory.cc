@@ -78,8 +78,9 @@ class BatchedCopy {
   BatchedCopy(int64_t pid, Direction direction, int64_t max_call_bytes)
       : pid_(pid), direction_(direction), max_call_bytes_(max_call_bytes) {}
 
-  // Addresses as integers: `remote` is in another process.
-  void add(uintptr_t local, uintptr_t remote, int64_t bytes) {
+  // Addresses as integers: `remote` is in another process. False once a
+  // call failed (the rest is not worth adding).
+  bool add(uintptr_t local, uintptr_t remote, int64_t bytes) {
     while (bytes > 0 && ok_) {
       const int64_t take = std::min(bytes, max_call_bytes_ - batch_bytes_);
       local_.add(local, take);
@@ -90,6 +91,7 @@ class BatchedCopy {
       bytes -= take;
       if (local_.full() || remote_.full() || batch_bytes_ == max_call_bytes_) flush();
     }
+    return ok_;
   }
 
   bool finish() {
@@ -126,7 +128,8 @@ class BatchedCopy {
 // has_internal_overlap gives up on most views that are not contiguous, the
 // narrows a gather writes into.)
 bool elements_apart(at::IntArrayRef sizes, at::IntArrayRef strides) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;  // no elements
+  std::vector<std::pair<int64_t, int64_t>> dims;                             // (stride, size)
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] > 1) dims.emplace_back(strides[d], sizes[d]);
   }
@@ -164,7 +167,7 @@ bool copy_with_peer(const at::Tensor& local, const RemoteTensor& remote, Directi
   uintptr_t here = reinterpret_cast<uintptr_t>(local.data_ptr());
   uintptr_t there = static_cast<uintptr_t>(remote.address);
   while (true) {
-    copy.add(here, there, runs.run_bytes);
+    if (!copy.add(here, there, runs.run_bytes)) return false;
     int64_t d = runs.inner_dim - 1;
     for (; d >= 0 && index[d] + 1 == local.size(d); --d) {
       here -= static_cast<uintptr_t>(index[d] * local.stride(d) * element);

@@ -1,8 +1,9 @@
 // Copyright 2026 The dtensor Authors.
 //
 // mesh/peer_memory.h: reading bytes or a strided tensor of a process (here
-// this one, which the kernel always allows) into strided tensors, exactly,
-// and refusing what cannot be read without throwing.
+// this one, which the kernel always allows) into strided tensors, and
+// writing strided tensors into it, exactly, and refusing what cannot be
+// copied without throwing.
 #include <dtensor/mesh/peer_memory.h>
 
 #include <ATen/ATen.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include <c10/util/accumulate.h>
 
@@ -63,7 +66,9 @@ TEST_F(PeerMemoryTest, ReadsIntoAColumnBlockInBatches) {
     at::Tensor whole = at::full({3000, 8}, -1, dtype);
     at::Tensor block = whole.narrow(1, 2, 3);
     ASSERT_TRUE(read_peer_bytes(bytes_of(source), block));
-    EXPECT_TRUE(at::equal(block, source));
+    // Against values made afresh: a copy the wrong way would make block and
+    // source equal by overwriting the source.
+    EXPECT_TRUE(at::equal(block, counting({3000, 3}, dtype)));
     EXPECT_TRUE(at::equal(whole.narrow(1, 0, 2), at::full({3000, 2}, -1, dtype)));
     EXPECT_TRUE(at::equal(whole.narrow(1, 5, 3), at::full({3000, 3}, -1, dtype)));
   }
@@ -79,7 +84,7 @@ TEST_F(PeerMemoryTest, SplitsRunsAcrossCallsOfTheKernel) {
     at::Tensor whole = at::full({40, 10}, -1, at::kLong);
     at::Tensor block = whole.narrow(1, 1, 7);
     ASSERT_TRUE(peer_memory_internal::read_peer_tensor(remote_view(source), block, max_call_bytes));
-    EXPECT_TRUE(at::equal(block, source));
+    EXPECT_TRUE(at::equal(block, counting({40, 7}, at::kLong)));
     EXPECT_TRUE(at::equal(whole.narrow(1, 0, 1), at::full({40, 1}, -1, at::kLong)));
     EXPECT_TRUE(at::equal(whole.narrow(1, 8, 2), at::full({40, 2}, -1, at::kLong)));
   }
@@ -92,11 +97,11 @@ TEST_F(PeerMemoryTest, ReadsIntoAnyStrides) {
   at::Tensor transposed_storage = at::zeros({7, 5}, at::kDouble);
   at::Tensor transposed = transposed_storage.t();
   ASSERT_TRUE(read_peer_bytes(bytes_of(source), transposed));
-  EXPECT_TRUE(at::equal(transposed, source.reshape({5, 7})));
+  EXPECT_TRUE(at::equal(transposed, counting({5, 7}, at::kDouble)));
 
   at::Tensor with_ones = at::zeros({1, 5, 1, 7}, at::kDouble);
   ASSERT_TRUE(read_peer_bytes(bytes_of(source), with_ones));
-  EXPECT_TRUE(at::equal(with_ones, source.reshape({1, 5, 1, 7})));
+  EXPECT_TRUE(at::equal(with_ones, counting({1, 5, 1, 7}, at::kDouble)));
 
   const at::Tensor scalar_source = at::full({}, 42, at::kLong);
   at::Tensor scalar = at::zeros({}, at::kLong);
@@ -104,56 +109,115 @@ TEST_F(PeerMemoryTest, ReadsIntoAnyStrides) {
   EXPECT_EQ(scalar.item<int64_t>(), 42);
 }
 
-// A column block of a remote row-major tensor (one run per row, more rows
-// than one call of the kernel takes) into a contiguous tensor and into a
-// column block of another width: exactly the block's elements, in order,
-// and nothing around the destination written.
-TEST_F(PeerMemoryTest, ReadsAStridedSource) {
-  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
-    SCOPED_TRACE(::testing::Message() << dtype);
-    const at::Tensor source = counting({3000, 9}, dtype);
-    const at::Tensor block = source.narrow(1, 4, 3);
-    at::Tensor contiguous = at::full({3000, 3}, -1, dtype);
-    ASSERT_TRUE(read_peer_tensor(remote_view(block), contiguous));
-    EXPECT_TRUE(at::equal(contiguous, block));
+// Which side of a copy peer_memory sees as the other process's (in these
+// tests, memory of this one).
+enum class Way { kRead, kWrite };
 
-    at::Tensor whole = at::full({3000, 5}, -1, dtype);
-    at::Tensor place = whole.narrow(1, 1, 3);
-    ASSERT_TRUE(read_peer_tensor(remote_view(block), place));
-    EXPECT_TRUE(at::equal(place, block));
-    EXPECT_TRUE(at::equal(whole.narrow(1, 0, 1), at::full({3000, 1}, -1, dtype)));
-    EXPECT_TRUE(at::equal(whole.narrow(1, 4, 1), at::full({3000, 1}, -1, dtype)));
+// Copies `from` into `into`: `into` reading `from` as remote memory, or
+// `from` writing into `into` as remote memory; with calls of the kernel of
+// at most `max_call_bytes` each when given.
+bool copy_through_kernel(Way way, const at::Tensor& from, const at::Tensor& into,
+                         std::optional<int64_t> max_call_bytes = std::nullopt) {
+  if (way == Way::kRead) {
+    return max_call_bytes
+               ? peer_memory_internal::read_peer_tensor(remote_view(from), into, *max_call_bytes)
+               : read_peer_tensor(remote_view(from), into);
+  }
+  return max_call_bytes
+             ? peer_memory_internal::write_peer_tensor(from, remote_view(into), *max_call_bytes)
+             : write_peer_tensor(from, remote_view(into));
+}
+
+const char* name_of(Way way) { return way == Way::kRead ? "read" : "write"; }
+
+// A column block of a row-major tensor (one run per row, more rows than one
+// call of the kernel takes) into a contiguous tensor and into a column
+// block of another width, read from the remote side or written to it:
+// exactly the block's elements, in order, and nothing around the place
+// written.
+TEST_F(PeerMemoryTest, CopiesAStridedBlockBothWays) {
+  for (Way way : {Way::kRead, Way::kWrite}) {
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
+      SCOPED_TRACE(::testing::Message() << name_of(way) << ", " << dtype);
+      const at::Tensor source = counting({3000, 9}, dtype);
+      const at::Tensor block = source.narrow(1, 4, 3);
+      // Compared with a copy made before: a copy the wrong way would make
+      // the two equal by overwriting the source.
+      const at::Tensor expected = block.clone();
+      at::Tensor contiguous = at::full({3000, 3}, -1, dtype);
+      ASSERT_TRUE(copy_through_kernel(way, block, contiguous));
+      EXPECT_TRUE(at::equal(contiguous, expected));
+
+      at::Tensor whole = at::full({3000, 5}, -1, dtype);
+      ASSERT_TRUE(copy_through_kernel(way, block, whole.narrow(1, 1, 3)));
+      EXPECT_TRUE(at::equal(whole.narrow(1, 1, 3), expected));
+      EXPECT_TRUE(at::equal(source, counting({3000, 9}, dtype)));
+      EXPECT_TRUE(at::equal(whole.narrow(1, 0, 1), at::full({3000, 1}, -1, dtype)));
+      EXPECT_TRUE(at::equal(whole.narrow(1, 4, 1), at::full({3000, 1}, -1, dtype)));
+    }
   }
 }
 
-// Runs as long as both sides allow, wherever they end: a transposed source
-// (runs of one element), a 3-D block whose runs span two dims on one side
-// only, and calls of the kernel cut at a few bytes, mid-run.
-TEST_F(PeerMemoryTest, ReadsRunsContiguousOnBothSides) {
+// Runs as long as both sides allow, wherever they end, either way: a 3-D
+// block whose runs span two dims on one side only, into a contiguous and a
+// permuted place, with calls of the kernel cut at a few bytes, mid-run; a
+// transposed source (runs of one element); an expanded source (one value
+// for several places).
+TEST_F(PeerMemoryTest, CopiesRunsContiguousOnBothSides) {
   const at::Tensor source = counting({6, 4, 10}, at::kLong);
   const at::Tensor block = source.narrow(0, 1, 4).narrow(2, 2, 5);  // runs of 5
-  for (int64_t max_call_bytes : {int64_t{8}, int64_t{24}, int64_t{56}, int64_t{1} << 30}) {
-    SCOPED_TRACE(::testing::Message() << max_call_bytes << " bytes per call");
-    at::Tensor contiguous = at::full({4, 4, 5}, -1, at::kLong);
-    ASSERT_TRUE(
-        peer_memory_internal::read_peer_tensor(remote_view(block), contiguous, max_call_bytes));
-    EXPECT_TRUE(at::equal(contiguous, block));
-    at::Tensor transposed_storage = at::full({5, 4, 4}, -1, at::kLong);
-    at::Tensor transposed = transposed_storage.permute({2, 1, 0});
-    ASSERT_TRUE(
-        peer_memory_internal::read_peer_tensor(remote_view(block), transposed, max_call_bytes));
-    EXPECT_TRUE(at::equal(transposed, block));
+  const at::Tensor expected = block.clone();  // see CopiesAStridedBlockBothWays
+  for (Way way : {Way::kRead, Way::kWrite}) {
+    for (int64_t max_call_bytes : {int64_t{8}, int64_t{24}, int64_t{56}, int64_t{1} << 30}) {
+      SCOPED_TRACE(::testing::Message() << name_of(way) << ", " << max_call_bytes << " bytes");
+      at::Tensor contiguous = at::full({4, 4, 5}, -1, at::kLong);
+      ASSERT_TRUE(copy_through_kernel(way, block, contiguous, max_call_bytes));
+      EXPECT_TRUE(at::equal(contiguous, expected));
+      at::Tensor permuted_storage = at::full({5, 4, 4}, -1, at::kLong);
+      at::Tensor permuted = permuted_storage.permute({2, 1, 0});
+      ASSERT_TRUE(copy_through_kernel(way, block, permuted, max_call_bytes));
+      EXPECT_TRUE(at::equal(permuted, expected));
+    }
+    SCOPED_TRACE(name_of(way));
+    const at::Tensor transposed = source.select(1, 2).t();  // [10, 6]
+    at::Tensor from_transposed = at::full({10, 6}, -1, at::kLong);
+    ASSERT_TRUE(copy_through_kernel(way, transposed, from_transposed));
+    EXPECT_TRUE(at::equal(from_transposed, counting({6, 4, 10}, at::kLong).select(1, 2).t()));
+    const at::Tensor row = counting({1, 7}, at::kLong);
+    at::Tensor rows = at::full({3, 7}, -1, at::kLong);
+    ASSERT_TRUE(copy_through_kernel(way, row.expand({3, 7}), rows));
+    EXPECT_TRUE(at::equal(rows, counting({1, 7}, at::kLong).expand({3, 7})));
   }
-  const at::Tensor source_t = source.select(1, 2).t();  // [10, 6], runs of one element
-  at::Tensor from_transposed = at::full({10, 6}, -1, at::kLong);
-  ASSERT_TRUE(read_peer_tensor(remote_view(source_t), from_transposed));
-  EXPECT_TRUE(at::equal(from_transposed, source_t));
+  EXPECT_TRUE(at::equal(source, counting({6, 4, 10}, at::kLong)));
 }
 
-// An empty destination reads nothing, wherever the source would be.
+// An empty destination reads nothing, wherever the source would be, even
+// with strides that would place elements together if it had any.
 TEST_F(PeerMemoryTest, AnEmptyDestinationReadsNothing) {
   at::Tensor empty = at::zeros({4, 0}, at::kFloat);
   EXPECT_TRUE(read_peer_bytes({static_cast<int64_t>(getpid()), 0, 0}, empty));
+  at::Tensor empty_with_stride_0 = at::zeros({1}, at::kFloat).as_strided({3, 0}, {0, 1});
+  EXPECT_TRUE(read_peer_bytes({static_cast<int64_t>(getpid()), 0, 0}, empty_with_stride_0));
+}
+
+// What cannot be written is refused with false before anything is written:
+// remote places with a negative stride, with two elements at one address,
+// with more strides than dims; a source that is not plain memory.
+TEST_F(PeerMemoryTest, RefusesWhatCannotBeWritten) {
+  const at::Tensor source = counting({16}, at::kFloat);
+  at::Tensor destination = at::zeros({16}, at::kFloat);
+  for (const std::vector<int64_t>& strides :
+       {std::vector<int64_t>{-1}, std::vector<int64_t>{0}, std::vector<int64_t>{16, 1}}) {
+    RemoteTensor place = remote_view(destination);
+    place.strides = strides;
+    EXPECT_FALSE(write_peer_tensor(source, place));
+  }
+  const at::Tensor complex_source = at::ones({2}, at::kComplexFloat);
+  at::Tensor complex = at::zeros({2}, at::kComplexFloat);
+  EXPECT_FALSE(write_peer_tensor(complex_source.conj(), remote_view(complex)));
+  EXPECT_FALSE(write_peer_tensor(at::Tensor(), remote_view(destination)));
+  EXPECT_TRUE(at::equal(destination, at::zeros({16}, at::kFloat)));
+  EXPECT_TRUE(at::equal(complex, at::zeros({2}, at::kComplexFloat)));
 }
 
 // What cannot be read is refused with false, not an exception: sizes that

@@ -468,11 +468,12 @@ TEST(MpiCommunicatorTest, AllToAllVPast2GiBPerRank) {
   EXPECT_TRUE(at::all(output.narrow(0, received[0], received[1]) == 10 + me).item<bool>());
 }
 
-// ---- Moves along dims by direct reads of peers' memory --------------------
+// ---- Moves along dims by direct reads and writes of peers' memory ---------
 
-// Whether this job's ranks may read each other's memory, found without the
-// communicator: one host, and each rank's raw process_vm_readv of its next
-// peer's value returns that value.
+// Whether this job's ranks may read and write each other's memory, found
+// without the communicator: one host, each rank's raw process_vm_readv of
+// its next peer's value returns that value, and its raw process_vm_writev
+// into that peer's mailbox lands there.
 bool peers_may_read_each_other() {
   MPI_Comm host = MPI_COMM_NULL;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
@@ -480,18 +481,25 @@ bool peers_may_read_each_other() {
   MPI_Comm_size(host, &host_size);
   MPI_Comm_free(&host);
   const int rank = world_rank(), size = world_size();
-  int64_t value = 1000 + rank;
-  const std::array<int64_t, 2> mine = {static_cast<int64_t>(getpid()),
-                                       static_cast<int64_t>(reinterpret_cast<uintptr_t>(&value))};
+  std::array<int64_t, 2> value_and_mailbox = {1000 + rank, 0};
+  const std::array<int64_t, 2> mine = {
+      static_cast<int64_t>(getpid()),
+      static_cast<int64_t>(reinterpret_cast<uintptr_t>(value_and_mailbox.data()))};
   std::vector<int64_t> posted(2 * static_cast<size_t>(size));
   MPI_Allgather(mine.data(), 2, MPI_INT64_T, posted.data(), 2, MPI_INT64_T, MPI_COMM_WORLD);
   const int next = (rank + 1) % size;
-  int64_t read = 0;
-  iovec local{&read, sizeof(read)};
-  iovec remote{reinterpret_cast<void*>(posted[2 * next + 1]), sizeof(read)};
-  int ok = process_vm_readv(static_cast<pid_t>(posted[2 * next]), &local, 1, &remote, 1, 0) ==
-               static_cast<ssize_t>(sizeof(read)) &&
-           read == 1000 + next && host_size == size;
+  const auto pid = static_cast<pid_t>(posted[2 * next]);
+  auto* address = reinterpret_cast<int64_t*>(posted[2 * next + 1]);
+  int64_t read = 0, written = 2000 + rank;
+  iovec into{&read, sizeof(read)}, from{address, sizeof(read)};
+  iovec local{&written, sizeof(written)}, mailbox{address + 1, sizeof(written)};
+  int ok =
+      process_vm_readv(pid, &into, 1, &from, 1, 0) == static_cast<ssize_t>(sizeof(read)) &&
+      read == 1000 + next &&
+      process_vm_writev(pid, &local, 1, &mailbox, 1, 0) == static_cast<ssize_t>(sizeof(written)) &&
+      host_size == size;
+  MPI_Barrier(MPI_COMM_WORLD);
+  ok = ok && value_and_mailbox[1] == 2000 + (rank + size - 1) % size;
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
   return ok != 0;
 }

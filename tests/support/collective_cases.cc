@@ -341,7 +341,7 @@ constexpr int kLargeAcrossDimsUpTo = 4;  // ranks
 // wide ones make runs long enough for the backends' row-by-row copies
 // (mesh/row_copy.h: the local backend's senders and the default path's
 // packing), and with many rows, tensors large enough for MPI's direct reads
-// (all_to_all_v_across_dims_bytes).
+// (large_all_to_all_v_across_dims).
 void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype, int64_t column_width,
                                     int64_t row_height) {
   const int n = comm.size();
