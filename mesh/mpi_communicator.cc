@@ -700,7 +700,7 @@ bool MpiCommunicator::reads_peers_directly() {
   // slot 1 + rank.
   constexpr int64_t kProbe = 0x64746e73'00000000;
   const at::Tensor probe = at::zeros({1 + size_}, at::kLong);
-  probe[0] = kProbe + rank_;
+  probe[0].fill_(kProbe + rank_);
   const std::array<int64_t, 2> mine = {
       static_cast<int64_t>(getpid()),
       static_cast<int64_t>(reinterpret_cast<uintptr_t>(probe.data_ptr()))};
