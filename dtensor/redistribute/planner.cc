@@ -202,28 +202,31 @@ double collective_step_floor(const CollectiveCosts& costs) {
 // base-3 digit per mesh dim.
 enum Holding : int64_t { kReplicate = 0, kSource = 1, kTarget = 2 };
 
-// A placement a group of mesh dims may move to, and which one it is.
+// A placement a group of mesh dims may move to (owned by the source's or
+// the target's placements, or Replicate's shared instance), and which one
+// it is.
 struct Candidate {
-  PlacementPtr placement;
+  const Placement* placement;
   Holding holding;
 };
 
 // Placements a group of mesh dims may move to: the source's, the target's,
-// or Replicate. A Partial is only entered where the target has it. Inline:
-// asked for every group of every state expanded.
+// or Replicate. A Partial is only entered where the target has it. Inline
+// and unowned: asked for every group of every state expanded.
 absl::InlinedVector<Candidate, 3> candidates(const Placements& source, const Placements& target,
                                              const std::vector<int64_t>& dims) {
+  static const Placement* const replicate = Replicate::make().get();
   absl::InlinedVector<Candidate, 3> out;
-  out.push_back({Replicate::make(), kReplicate});
+  out.push_back({replicate, kReplicate});
   auto uniform = [&](const Placements& list) {
     for (int64_t m : dims) {
       if (*list[m] != *list[dims.front()]) return false;
     }
     return true;
   };
-  if (uniform(target)) out.push_back({target[dims.front()], kTarget});
+  if (uniform(target)) out.push_back({target[dims.front()].get(), kTarget});
   if (uniform(source) && !source[dims.front()]->is_partial()) {
-    out.push_back({source[dims.front()], kSource});
+    out.push_back({source[dims.front()].get(), kSource});
   }
   return out;
 }
