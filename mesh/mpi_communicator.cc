@@ -769,10 +769,11 @@ bool MpiCommunicator::gather_along_by_reading(const at::Tensor& input, at::Tenso
 
 namespace {
 
-// Where peer `peer`'s block of `length` slices from `offset` along `dim` lies
-// in its posted tensor, a contiguous tensor of `like`'s shape but for its
-// own extent `extent` along `extent_dim`; nullopt when the peer posted
-// another number of bytes (sizes that differ between ranks).
+// Peer `peer`'s posted tensor from slice `offset` along `dim` on, as a
+// remote tensor (its start and strides; the local tensor copied with it
+// gives the shape): the posted tensor is contiguous, of `like`'s shape but
+// for the peer's own extent `extent` along `extent_dim`. Nullopt when the
+// peer posted another number of bytes (sizes that differ between ranks).
 std::optional<RemoteTensor> posted_block(const std::vector<int64_t>& posted, int peer, int64_t pid,
                                          const at::Tensor& like, int64_t extent_dim, int64_t extent,
                                          int64_t dim, int64_t offset) {
