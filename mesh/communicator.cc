@@ -420,6 +420,12 @@ std::vector<at::Tensor> Communicator::slices_along(const at::Tensor& t, int64_t 
   return slices;
 }
 
+std::vector<int64_t> Communicator::shape_with(at::IntArrayRef sizes, int64_t dim, int64_t extent) {
+  std::vector<int64_t> shape(sizes.begin(), sizes.end());
+  shape[dim] = extent;
+  return shape;
+}
+
 void Communicator::broadcast(at::Tensor& tensor, int root) {
   ArgumentChecker check(*this, "broadcast");
   check.tensor(tensor, "tensor");

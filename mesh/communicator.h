@@ -201,6 +201,9 @@ class Communicator {
   // views, one per rank.
   static std::vector<at::Tensor> slices_along(const at::Tensor& t, int64_t dim,
                                               const std::vector<int64_t>& sizes);
+  // `sizes` with `extent` at `dim` (a peer's part of a shape that only the
+  // cut dim tells apart).
+  static std::vector<int64_t> shape_with(at::IntArrayRef sizes, int64_t dim, int64_t extent);
 
   // The default runs do_all_to_all_v on one packed buffer each way; a side
   // whose non-empty parts are contiguous and lie one after another in one

@@ -353,13 +353,6 @@ void reduce_ranks(at::Tensor out, const std::vector<PostedCall>& posted, int64_t
   if (op == ReduceOp::kAvg) out.div_(static_cast<int64_t>(posted.size()));
 }
 
-// `sizes` with `extent` at `dim`.
-std::vector<int64_t> shape_with(at::IntArrayRef sizes, int64_t dim, int64_t extent) {
-  std::vector<int64_t> shape(sizes.begin(), sizes.end());
-  shape[dim] = extent;
-  return shape;
-}
-
 class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank)

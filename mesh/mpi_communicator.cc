@@ -571,12 +571,6 @@ int64_t offset_of(const std::vector<int64_t>& sizes, int p) {
   return std::accumulate(sizes.begin(), sizes.begin() + p, int64_t{0});
 }
 
-std::vector<int64_t> with_size(at::IntArrayRef shape, int64_t dim, int64_t size) {
-  std::vector<int64_t> result = shape.vec();
-  result[dim] = size;
-  return result;
-}
-
 // Whether the packed all_to_all_v along two dims packs the input or unpacks
 // the output on some rank: a dim before the inner cut has more than one
 // index there. `global` is the whole tensor's shape; the outer cut dim's
@@ -642,7 +636,7 @@ void MpiCommunicator::do_all_to_all_v_along(const at::Tensor& input,
                                             int64_t recv_dim) {
   if (send_dim != recv_dim) {
     const int64_t inner = std::max(send_dim, recv_dim);
-    const std::vector<int64_t> global = with_size(
+    const std::vector<int64_t> global = shape_with(
         input.sizes(), recv_dim, std::accumulate(recv_sizes.begin(), recv_sizes.end(), int64_t{0}));
     const int64_t total_bytes = c10::multiply_integers(global) * input.element_size();
     // The remote side is the one of long runs (peer_memory.h): with the
@@ -722,11 +716,13 @@ bool MpiCommunicator::reads_peers_directly() {
 }
 
 bool MpiCommunicator::copy_with_posted(
-    const at::Tensor& posted_tensor, bool usable,
+    const at::Tensor& input, const at::Tensor& output, bool post_output,
     absl::FunctionRef<bool(const std::vector<int64_t>& posted)> copy) {
   // A rank whose tensors are not plain CPU memory, or whose posted one is
   // not contiguous, opts every rank out.
-  usable = usable && posted_tensor.is_contiguous();
+  const at::Tensor& posted_tensor = post_output ? output : input;
+  const bool usable = holds_plain_cpu_values(input) && holds_plain_cpu_values(output) &&
+                      posted_tensor.is_contiguous();
   const std::array<int64_t, 3> mine = {
       usable ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(posted_tensor.data_ptr())),
       static_cast<int64_t>(posted_tensor.nbytes())};
@@ -749,20 +745,20 @@ bool MpiCommunicator::copy_with_posted(
 bool MpiCommunicator::gather_along_by_reading(const at::Tensor& input, at::Tensor& output,
                                               const std::vector<int64_t>& sizes_per_rank,
                                               int64_t dim) {
-  const bool usable = holds_plain_cpu_values(input) && holds_plain_cpu_values(output);
-  const bool read = copy_with_posted(input, usable, [&](const std::vector<int64_t>& posted) {
-    const std::vector<at::Tensor> places = slices_along(output, dim, sizes_per_rank);
-    places[rank_].copy_(input);
-    // Starting after this rank, so that the ranks do not all read rank 0 first.
-    for (int k = 1; k < size_; ++k) {
-      const int peer = (rank_ + k) % size_;
-      const RemoteBytes part{peer_pids_[peer], static_cast<uint64_t>(posted[3 * peer + 1]),
-                             posted[3 * peer + 2]};
-      // A part of another length (sizes that differ between ranks) is refused.
-      if (!read_peer_bytes(part, places[peer])) return false;
-    }
-    return true;
-  });
+  const bool read = copy_with_posted(
+      input, output, /*post_output=*/false, [&](const std::vector<int64_t>& posted) {
+        const std::vector<at::Tensor> places = slices_along(output, dim, sizes_per_rank);
+        places[rank_].copy_(input);
+        // Starting after this rank, so that the ranks do not all read rank 0 first.
+        for (int k = 1; k < size_; ++k) {
+          const int peer = (rank_ + k) % size_;
+          const RemoteBytes part{peer_pids_[peer], static_cast<uint64_t>(posted[3 * peer + 1]),
+                                 posted[3 * peer + 2]};
+          // A part of another length (sizes that differ between ranks) is refused.
+          if (!read_peer_bytes(part, places[peer])) return false;
+        }
+        return true;
+      });
   gathers_by_direct_reads_ += read ? 1 : 0;
   return read;
 }
@@ -771,14 +767,12 @@ namespace {
 
 // Peer `peer`'s posted tensor from slice `offset` along `dim` on, as a
 // remote tensor (its start and strides; the local tensor copied with it
-// gives the shape): the posted tensor is contiguous, of `like`'s shape but
-// for the peer's own extent `extent` along `extent_dim`. Nullopt when the
-// peer posted another number of bytes (sizes that differ between ranks).
+// gives the shape): the posted tensor is contiguous, of `shape`. Nullopt
+// when the peer posted another number of bytes (sizes that differ between
+// ranks).
 std::optional<RemoteTensor> posted_block(const std::vector<int64_t>& posted, int peer, int64_t pid,
-                                         const at::Tensor& like, int64_t extent_dim, int64_t extent,
+                                         const std::vector<int64_t>& shape, int64_t element,
                                          int64_t dim, int64_t offset) {
-  const std::vector<int64_t> shape = with_size(like.sizes(), extent_dim, extent);
-  const int64_t element = like.element_size();
   if (posted[3 * peer + 2] != c10::multiply_integers(shape) * element) return std::nullopt;
   const c10::DimVector strides = c10::contiguous_strides(shape);
   return RemoteTensor{pid,
@@ -794,9 +788,8 @@ bool MpiCommunicator::all_to_all_along_directly(const at::Tensor& input,
                                                 int64_t send_dim, at::Tensor& output,
                                                 const std::vector<int64_t>& recv_sizes,
                                                 int64_t recv_dim, bool writes) {
-  const bool usable = holds_plain_cpu_values(input) && holds_plain_cpu_values(output);
-  const bool copied =
-      copy_with_posted(writes ? output : input, usable, [&](const std::vector<int64_t>& posted) {
+  const bool copied = copy_with_posted(
+      input, output, /*post_output=*/writes, [&](const std::vector<int64_t>& posted) {
         const std::vector<at::Tensor> blocks = slices_along(input, send_dim, send_sizes);
         const std::vector<at::Tensor> places = slices_along(output, recv_dim, recv_sizes);
         if (blocks[rank_].sizes() != places[rank_].sizes()) return false;
@@ -806,11 +799,14 @@ bool MpiCommunicator::all_to_all_along_directly(const at::Tensor& input,
           // The peer's output extends send_sizes[peer] along send_dim; its
           // input, recv_sizes[peer] along recv_dim.
           const at::Tensor& local = writes ? blocks[peer] : places[peer];
+          const int64_t element = input.element_size();
           const std::optional<RemoteTensor> remote =
-              writes ? posted_block(posted, peer, peer_pids_[peer], output, send_dim,
-                                    send_sizes[peer], recv_dim, offset_of(recv_sizes, rank_))
-                     : posted_block(posted, peer, peer_pids_[peer], input, recv_dim,
-                                    recv_sizes[peer], send_dim, offset_of(send_sizes, rank_));
+              writes ? posted_block(posted, peer, peer_pids_[peer],
+                                    shape_with(output.sizes(), send_dim, send_sizes[peer]), element,
+                                    recv_dim, offset_of(recv_sizes, rank_))
+                     : posted_block(posted, peer, peer_pids_[peer],
+                                    shape_with(input.sizes(), recv_dim, recv_sizes[peer]), element,
+                                    send_dim, offset_of(send_sizes, rank_));
           // What this rank sends or receives fills its share of the remote
           // dim (the sizes agree between ranks).
           const bool fits = writes ? local.size(recv_dim) == recv_sizes[rank_]

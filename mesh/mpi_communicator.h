@@ -166,13 +166,14 @@ class MpiCommunicator final : public Communicator {
   // Divides by size() after a kAvg reduction went through MPI as a sum.
   void finish_average(at::Tensor& tensor, ReduceOp op) const;
 
-  // Every rank posts where `posted_tensor` is (MPI_Allgather of {usable,
-  // address, bytes}), runs `copy` on what all posted, and agrees with the
+  // Every rank posts where its output (`post_output`, which peers write) or
+  // its input (which peers read) is: MPI_Allgather of {usable, address,
+  // bytes}. Then each runs `copy` on what all posted, and agrees with the
   // others that every copy succeeded: false, on every rank alike, when some
-  // rank is not `usable` or has its posted tensor not contiguous, or a copy
-  // fails (then the output is to be filled another way). An exception in
-  // `copy` counts as a failed copy.
-  bool copy_with_posted(const at::Tensor& posted_tensor, bool usable,
+  // rank's tensors are not plain CPU memory or its posted one is not
+  // contiguous, or a copy fails (then the output is to be filled another
+  // way). An exception in `copy` counts as a failed copy.
+  bool copy_with_posted(const at::Tensor& input, const at::Tensor& output, bool post_output,
                         absl::FunctionRef<bool(const std::vector<int64_t>& posted)> copy);
   // do_all_gather_v_along and do_all_to_all_v_along by direct reads (or
   // writes), through copy_with_posted.

@@ -514,6 +514,25 @@ class ScopedEnvironment {
   const char* name_;
 };
 
+// Where the ranks may access each other's memory (else skipped): runs
+// `check` on the world in every collective dtype, exact, and expects
+// `counter` to count `expected` more calls made by direct copies
+// (`too_small`: why a group makes none).
+void expect_direct_copies(int64_t expected, const char* too_small,
+                          int64_t (MpiCommunicator::*counter)() const,
+                          void (*check)(Communicator&, c10::ScalarType)) {
+  const bool accessible = peers_may_read_each_other();
+  ASSERT_EQ(world().reads_peers_directly(), accessible);
+  if (!accessible) GTEST_SKIP() << "the ranks are on several hosts, or may not read each other";
+  if (expected == 0) GTEST_SKIP() << too_small;
+  const int64_t before = (world().*counter)();
+  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    check(world(), dtype);
+  }
+  EXPECT_EQ((world().*counter)() - before, expected);
+}
+
 // Large gathers along a dim (S(1) -> R) read their peers' parts into place
 // where the ranks may read each other. Of the shared cases (uneven parts of
 // p % 3 slices for rank p, empty ones included, exact in every dtype), the
@@ -521,9 +540,6 @@ class ScopedEnvironment {
 // [64, 4096, total] along dim 2 (rows of 1 or 2 elements) and the small
 // ones go through MPI, which is faster there.
 TEST(MpiCommunicatorTest, GathersAlongADimByReadingPeers) {
-  const bool expected = peers_may_read_each_other();
-  ASSERT_EQ(world().reads_peers_directly(), expected);
-  if (!expected) GTEST_SKIP() << "the ranks are on several hosts, or may not read each other";
   int64_t total = 0;
   for (int p = 0; p < world_size(); ++p) total += p % 3;
   int64_t large = 0;
@@ -531,13 +547,9 @@ TEST(MpiCommunicatorTest, GathersAlongADimByReadingPeers) {
     large +=
         64 * total * 4096 * static_cast<int64_t>(c10::elementSize(dtype)) >= (int64_t{2} << 20);
   }
-  if (large == 0) GTEST_SKIP() << "needs 3 ranks for an output of 2 MiB";
-  const int64_t before = world().gathers_by_direct_reads();
-  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
-    SCOPED_TRACE(::testing::Message() << dtype);
-    testing::check_all_gather_v_along(world(), dtype);
-  }
-  EXPECT_EQ(world().gathers_by_direct_reads() - before, large);
+  expect_direct_copies(large, "needs 3 ranks for an output of 2 MiB",
+                       &MpiCommunicator::gathers_by_direct_reads,
+                       &testing::check_all_gather_v_along);
 }
 
 // Large all-to-alls between two dims copy each peer's block straight from
@@ -548,9 +560,6 @@ TEST(MpiCommunicatorTest, GathersAlongADimByReadingPeers) {
 // empty parts, exact in every dtype), the large one does where it has those
 // sizes; the small ones, and those cutting one dim twice, go through MPI.
 TEST(MpiCommunicatorTest, AllToAllsAcrossDimsByDirectCopies) {
-  const bool expected = peers_may_read_each_other();
-  ASSERT_EQ(world().reads_peers_directly(), expected);
-  if (!expected) GTEST_SKIP() << "the ranks are on several hosts, or may not read each other";
   int64_t large = 0;
   for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
     const testing::LargeAcrossDimsCase c =
@@ -558,13 +567,9 @@ TEST(MpiCommunicatorTest, AllToAllsAcrossDimsByDirectCopies) {
     large += c.bytes >= (int64_t{2} << 20) && c.row_bytes >= 512;
     large += c.bytes >= (int64_t{16} << 20) && c.row_bytes >= 1024;
   }
-  if (large == 0) GTEST_SKIP() << "needs 2 ranks for 2 MiB of int64";
-  const int64_t before = world().all_to_alls_by_direct_copies();
-  for (c10::ScalarType dtype : testing::collective_test_dtypes()) {
-    SCOPED_TRACE(::testing::Message() << dtype);
-    testing::check_all_to_all_v_along(world(), dtype);
-  }
-  EXPECT_EQ(world().all_to_alls_by_direct_copies() - before, large);
+  expect_direct_copies(large, "needs 2 ranks for 2 MiB of int64",
+                       &MpiCommunicator::all_to_alls_by_direct_copies,
+                       &testing::check_all_to_all_v_along);
 }
 
 // DTENSOR_MPI_DIRECT_READS=0 turns the reads off (for the communicators

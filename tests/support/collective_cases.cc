@@ -342,14 +342,24 @@ constexpr int kLargeAcrossDimsUpTo = 4;  // ranks
 // (mesh/row_copy.h: the local backend's senders and the default path's
 // packing), and with many rows, tensors large enough for MPI's direct reads
 // (large_all_to_all_v_across_dims).
+// Rank p's rows and columns there: (p + 1) % 3 and p % 3 units.
+std::vector<int64_t> across_dims_rows(int n, int64_t row_height) {
+  std::vector<int64_t> rows = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
+  for (int64_t& r : rows) r *= row_height;
+  return rows;
+}
+std::vector<int64_t> across_dims_columns(int n, int64_t column_width) {
+  std::vector<int64_t> columns = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
+  for (int64_t& c : columns) c *= column_width;
+  return columns;
+}
+
 void check_all_to_all_v_across_dims(Communicator& comm, c10::ScalarType dtype, int64_t column_width,
                                     int64_t row_height) {
   const int n = comm.size();
   const int me = comm.rank();
-  std::vector<int64_t> rows = rows_per_rank(n, [](int p) -> int64_t { return (p + 1) % 3; });
-  for (int64_t& r : rows) r *= row_height;
-  std::vector<int64_t> columns = rows_per_rank(n, [](int p) -> int64_t { return p % 3; });
-  for (int64_t& c : columns) c *= column_width;
+  const std::vector<int64_t> rows = across_dims_rows(n, row_height);
+  const std::vector<int64_t> columns = across_dims_columns(n, column_width);
   SCOPED_TRACE(::testing::Message()
                << "all_to_all_v dim 2 -> dim 0, rows " << c10::IntArrayRef(rows) << ", columns "
                << c10::IntArrayRef(columns));
@@ -385,11 +395,8 @@ void check_all_to_all_v_along(Communicator& comm, c10::ScalarType dtype) {
 
 LargeAcrossDimsCase large_all_to_all_v_across_dims(int n, c10::ScalarType dtype) {
   if (n > kLargeAcrossDimsUpTo) return {};
-  int64_t rows = 0, columns = 0;
-  for (int p = 0; p < n; ++p) {
-    rows += (p + 1) % 3 * kLargeAcrossDims.row_height;
-    columns += p % 3 * kLargeAcrossDims.column_width;
-  }
+  const int64_t rows = total(across_dims_rows(n, kLargeAcrossDims.row_height));
+  const int64_t columns = total(across_dims_columns(n, kLargeAcrossDims.column_width));
   const auto element = static_cast<int64_t>(c10::elementSize(dtype));
   return {rows * 2 * columns * element, kLargeAcrossDims.column_width * element};
 }
